@@ -1,0 +1,56 @@
+# hopgate — the two commands that matter: `make demo` and `make test`.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin
+PKGS  := ./...
+JAEGER_VERSION := v1.76.0
+CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hopgate
+JAEGER_BIN := $(CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
+export HOPGATE_JAEGER_BIN := $(JAEGER_BIN)
+
+.PHONY: all build test test-unit vet lint fmt-check demo dashboards jaeger prometheus bench fuzz soak clean tidy-check
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/hopgate ./cmd/hopgate
+	$(GO) build -o $(BIN)/fakeupstream ./cmd/fakeupstream
+
+## test: vet, formatting, then every test with the race detector, including the
+## end-to-end tests against a real Jaeger and a real Prometheus (built or
+## installed here first, so a clean machine passes too).
+test: fmt-check vet jaeger prometheus
+	HOPGATE_PROMETHEUS_BIN=$$(command -v prometheus) HOPGATE_PROMTOOL_BIN=$$(command -v promtool) \
+		$(GO) test -race -timeout 20m $(PKGS)
+
+## test-unit: the fast loop, no external components.
+test-unit:
+	$(GO) test -race -short $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+lint: fmt-check vet
+
+## jaeger: build the pinned Jaeger v2 once, cached outside the clone.
+jaeger:
+	@bash deploy/jaeger/build.sh >/dev/null
+
+## prometheus: install Prometheus and promtool (Debian package) when missing.
+prometheus:
+	@bash deploy/prometheus/install.sh >/dev/null
+
+## dashboards: regenerate dashboards/generated/*.json.
+dashboards:
+	$(GO) run ./dashboards/cmd/gen
+
+## demo: a real incident handled end to end (DEMO_ONESHOT=1 exits when done).
+demo: jaeger
+	$(GO) run ./cmd/hopgate demo --jaeger $(JAEGER_BIN)
+
+clean:
+	rm -rf $(BIN)

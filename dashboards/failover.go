@@ -1,0 +1,473 @@
+package dashboards
+
+import (
+	"fmt"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/statetimeline"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// Identity of the failover board. The uid is what links, bookmarks and
+// provisioning point at: never change it.
+const (
+	FailoverUID   = "hopgate-failover"
+	FailoverTitle = "hopgate — failover"
+)
+
+// Template variable names. Queries refer to them as $name.
+const (
+	VarDatasource = "datasource"
+	VarTracing    = "tracing_ds"
+	VarRegion     = "region"
+	VarChannel    = "channel"
+	VarModel      = "model"
+)
+
+// TraceDatasourceType is the plugin id the tracing_ds variable lists.
+// Grafana's datasource variable matches exactly one plugin id (its regex
+// filters instance names, not types), so one board cannot list Jaeger and
+// Tempo at once; Jaeger is what deploy/ runs. Tempo users switch the
+// variable's type once (docs/dashboards.md).
+const TraceDatasourceType = "jaeger"
+
+// ErrorRateThreshold is the `rate` breaker's default trip point (DESIGN.md
+// §2): the error-rate panel draws it so on-call sees how close a channel is.
+const ErrorRateThreshold = 0.25
+
+// Breaker states as exported by hopgate_breaker_state (DESIGN.md §5).
+var breakerStates = []struct {
+	value       string
+	text, color string
+}{
+	{"0", "closed", "green"},
+	{"1", "half-open", "yellow"},
+	{"2", "open", "red"},
+}
+
+// Panel ids are fixed so links to a panel (viewPanel=N) survive regeneration.
+const (
+	idRowBreakers     = 1
+	idBreakerTile     = 2
+	idRowErrors       = 3
+	idErrorRate       = 4
+	idBreakerTimeline = 5
+	idRowFailover     = 6
+	idFailovers       = 7
+	idGateDecisions   = 8
+	idHeaderTimeouts  = 9
+	idDeadlines       = 10
+	idRowLatency      = 11
+	idHopLatency      = 12
+	idRequests        = 13
+	idCost            = 14
+)
+
+// rateWindow is the window of the per-second rates on trend panels. The
+// error-rate panel uses a fixed 1m instead: it must match the breaker's
+// rolling 60 s window, whatever the zoom level.
+const rateWindow = "$__rate_interval"
+
+var (
+	promDS  = dsRef("prometheus", "${"+VarDatasource+"}")
+	traceDS = "${" + VarTracing + "}"
+)
+
+func dsRef(typ, uid string) common.DataSourceRef {
+	return common.DataSourceRef{Type: &typ, Uid: &uid}
+}
+
+// match renders the label matchers every query shares; variables use =~
+// because they are multi-value with an "All" of ".*".
+func match(labels ...string) string {
+	out := ""
+	for i, l := range labels {
+		if i > 0 {
+			out += ","
+		}
+		out += fmt.Sprintf(`%s=~"$%s"`, l, l)
+	}
+	return out
+}
+
+var (
+	mRegion        = match(telemetry.LabelRegion)
+	mRegionChannel = match(telemetry.LabelRegion, telemetry.LabelChannel)
+	mRegionModel   = match(telemetry.LabelRegion, telemetry.LabelModel)
+	mAll           = match(telemetry.LabelRegion, telemetry.LabelChannel, telemetry.LabelModel)
+)
+
+// sumRate renders sum by (by) (rate(metric{matchers}[window])).
+func sumRate(by, metric, matchers, window string) string {
+	return fmt.Sprintf("sum by (%s) (rate(%s{%s}[%s]))", by, metric, matchers, window)
+}
+
+func query(refID, expr, legend string) *prometheus.DataqueryBuilder {
+	return prometheus.NewDataqueryBuilder().
+		Datasource(promDS).
+		RefId(refID).
+		Expr(expr).
+		LegendFormat(legend).
+		Range()
+}
+
+func grid(x, y, w, h uint32) dashboard.GridPos {
+	return dashboard.GridPos{X: x, Y: y, W: w, H: h}
+}
+
+func breakerMappings() []dashboard.ValueMapping {
+	opts := map[string]dashboard.ValueMappingResult{}
+	for i, s := range breakerStates {
+		idx := int32(i)
+		opts[s.value] = dashboard.ValueMappingResult{Text: cog.ToPtr(s.text), Color: cog.ToPtr(s.color), Index: &idx}
+	}
+	return []dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{Type: dashboard.MappingTypeValueToText, Options: opts}}}
+}
+
+// breakerThresholds colours a state even if a mapping is lost in an edit.
+func breakerThresholds() *dashboard.ThresholdsConfigBuilder {
+	return dashboard.NewThresholdsConfigBuilder().
+		Mode(dashboard.ThresholdsModeAbsolute).
+		Steps([]dashboard.Threshold{
+			{Value: nil, Color: "green"},
+			{Value: cog.ToPtr(1.0), Color: "yellow"},
+			{Value: cog.ToPtr(2.0), Color: "red"},
+		})
+}
+
+// traceLinks turns an exemplar's trace_id into a link to the trace in the
+// tracing_ds data source. Grafana applies field links to the exemplar frame,
+// so matching the field by name keeps the link off ordinary series points.
+func traceLinks() dashboard.DynamicConfigValue {
+	return dashboard.DynamicConfigValue{
+		Id: "links",
+		Value: []map[string]any{{
+			"title":       "Open trace in ${" + VarTracing + "}",
+			"url":         exploreURL(`"query":"${__value.raw}"`),
+			"targetBlank": true,
+		}},
+	}
+}
+
+// exploreURL opens Explore on the trace data source; extra is spliced into
+// the query object (e.g. the trace id).
+func exploreURL(extra string) string {
+	q := fmt.Sprintf(`{"refId":"A","datasource":{"uid":"%s"}`, traceDS)
+	if extra != "" {
+		q += "," + extra
+	}
+	q += "}"
+	return fmt.Sprintf(`/explore?schemaVersion=1&panes={"traces":{"datasource":"%s","queries":[%s],"range":{"from":"${__from}","to":"${__to}"}}}`, traceDS, q)
+}
+
+func traceSearchLink() cog.Builder[dashboard.DashboardLink] {
+	return dashboard.NewDashboardLinkBuilder("Search traces in ${" + VarTracing + "}").
+		Type(dashboard.DashboardLinkTypeLink).
+		Url(exploreURL("")).
+		TargetBlank(true)
+}
+
+func variables() []cog.Builder[dashboard.VariableModel] {
+	labelVar := func(name, label, def, desc string) *dashboard.QueryVariableBuilder {
+		return dashboard.NewQueryVariableBuilder(name).
+			Label(label).
+			Description(desc).
+			Datasource(promDS).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(def)}).
+			Definition(def).
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+			Sort(dashboard.VariableSortAlphabeticalAsc).
+			Multi(true).
+			IncludeAll(true).
+			// ".*" rather than a long (a|b|…) alternation: cheaper, and it
+			// still matches series that lack the label.
+			AllValue(".*").
+			// Start on All: an incident view should not hide a region.
+			Current(dashboard.VariableOption{
+				Text:  dashboard.StringOrArrayOfString{ArrayOfString: []string{"All"}},
+				Value: dashboard.StringOrArrayOfString{ArrayOfString: []string{"$__all"}},
+			})
+	}
+	return []cog.Builder[dashboard.VariableModel]{
+		dashboard.NewDatasourceVariableBuilder(VarDatasource).
+			Label("Prometheus").
+			Description("Prometheus that scrapes the hopgate admin /metrics endpoints.").
+			Type("prometheus"),
+		dashboard.NewDatasourceVariableBuilder(VarTracing).
+			Label("Traces").
+			Description("Trace backend (Jaeger; switch the type to tempo for Tempo) that exemplar and trace-search links open.").
+			Type(TraceDatasourceType),
+		labelVar(VarRegion, "Region",
+			fmt.Sprintf("label_values(%s, %s)", telemetry.MetricBreakerState, telemetry.LabelRegion),
+			"Gateway region (where hopgate runs, not where the channel lives). One breaker row per selected region."),
+		labelVar(VarChannel, "Channel",
+			fmt.Sprintf("label_values(%s{%s}, %s)", telemetry.MetricBreakerState, mRegion, telemetry.LabelChannel),
+			"Upstream channels known to the gateways of the selected regions. One breaker tile per channel."),
+		labelVar(VarModel, "Model",
+			fmt.Sprintf("label_values(%s, %s)", telemetry.MetricRequests, telemetry.LabelModel),
+			"Public model names clients ask for."),
+	}
+}
+
+func breakerRow() *dashboard.RowBuilder {
+	return dashboard.NewRowBuilder("Breakers — $" + VarRegion).
+		Id(idRowBreakers).
+		GridPos(grid(0, 0, 24, 1)).
+		Repeat(VarRegion)
+}
+
+func breakerTile() *stat.PanelBuilder {
+	expr := fmt.Sprintf("max(%s{%s})", telemetry.MetricBreakerState, mRegionChannel)
+	return stat.NewPanelBuilder().
+		Id(idBreakerTile).
+		Title("$" + VarChannel).
+		Description("L1 breaker of this channel in this region, worst gateway instance (max). " +
+			"Green closed: traffic flows. Yellow half-open: one trial request decides. " +
+			"Red open: the channel is skipped for the cooldown (60 s by default) and its traffic fails over to the next chain entry. " +
+			"Red everywhere for one channel = provider outage; red for many channels in one region = look at that region's egress. " +
+			"n/a: this region's gateways do not use the channel.").
+		GridPos(grid(0, 1, 4, 4)).
+		Repeat(VarChannel).
+		RepeatDirection(dashboard.PanelRepeatDirectionH).
+		MaxPerRow(6).
+		Datasource(promDS).
+		WithTarget(prometheus.NewDataqueryBuilder().
+			Datasource(promDS).
+			RefId("A").
+			Expr(expr).
+			Instant()).
+		Mappings(breakerMappings()).
+		Thresholds(breakerThresholds()).
+		ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdThresholds)).
+		NoValue("n/a").
+		ColorMode(common.BigValueColorModeBackground).
+		GraphMode(common.BigValueGraphModeNone).
+		TextMode(common.BigValueTextModeValue).
+		JustifyMode(common.BigValueJustifyModeCenter).
+		Orientation(common.VizOrientationAuto).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}).Values(false))
+}
+
+func errorRatePanel() *timeseries.PanelBuilder {
+	// Same arithmetic as the breaker (dispatch.recordBreaker): retryable
+	// failures (header timeouts included) over hops that counted. A final
+	// error (the client's 400, a content filter) is the channel answering
+	// correctly and a cancellation is the client leaving; the breaker
+	// excludes both from numerator and denominator, so the panel does too,
+	// or the 25 % line would not be where the breaker trips.
+	excluded := telemetry.HopFinal + "|" + telemetry.HopCanceled
+	failed := fmt.Sprintf(`%s{%s,%s!~"%s|%s"}`, telemetry.MetricHops, mRegionChannel, telemetry.LabelOutcome, telemetry.HopOK, excluded)
+	all := fmt.Sprintf(`%s{%s,%s!~"%s"}`, telemetry.MetricHops, mRegionChannel, telemetry.LabelOutcome, excluded)
+	expr := fmt.Sprintf("sum by (%[1]s) (rate(%[2]s[1m])) / sum by (%[1]s) (rate(%[3]s[1m]))", telemetry.LabelChannel, failed, all)
+	return timeseries.NewPanelBuilder().
+		Id(idErrorRate).
+		Title("Error rate per channel (rolling 60 s)").
+		Description("Share of hops to each channel that failed with a retryable error over the last 60 s " +
+			"(5xx, 429, timeouts, resets, errors inside a 200), out of the hops the breaker counts: final client errors (400, content filter) and cancellations are left out of both sides, as the breaker does. " +
+			"The red line is the rate breaker's 25 % trip point: a channel above it is about to open (rate mode) or already has. " +
+			"A channel climbing while others stay flat is a provider problem; all channels climbing together points at hopgate or the network.").
+		GridPos(grid(0, 6, 24, 8)).
+		Datasource(promDS).
+		WithTarget(query("A", expr, "{{"+telemetry.LabelChannel+"}}")).
+		Unit("percentunit").
+		Min(0).
+		Max(1).
+		Thresholds(dashboard.NewThresholdsConfigBuilder().
+			Mode(dashboard.ThresholdsModeAbsolute).
+			Steps([]dashboard.Threshold{
+				{Value: nil, Color: "green"},
+				{Value: cog.ToPtr(ErrorRateThreshold), Color: "red"},
+			})).
+		ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)).
+		Legend(legendTable()).
+		Tooltip(tooltipAll())
+}
+
+func breakerTimeline() *statetimeline.PanelBuilder {
+	expr := fmt.Sprintf("max by (%s, %s) (%s{%s})", telemetry.LabelRegion, telemetry.LabelChannel, telemetry.MetricBreakerState, mRegionChannel)
+	return statetimeline.NewPanelBuilder().
+		Id(idBreakerTimeline).
+		Title("Breaker state over time").
+		Description("History of every breaker (region/channel), worst instance. " +
+			"Answers: when did the channel open, how long did it stay open, is it flapping (open → half-open → open every cooldown)? " +
+			"Line it up with the error-rate panel above: the opening should follow the rate crossing 25 % (rate mode) or the third failure (count mode).").
+		GridPos(grid(0, 14, 24, 7)).
+		Datasource(promDS).
+		WithTarget(query("A", expr, "{{"+telemetry.LabelRegion+"}}/{{"+telemetry.LabelChannel+"}}")).
+		Mappings(breakerMappings()).
+		Thresholds(breakerThresholds()).
+		ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdThresholds)).
+		ShowValue(common.VisibilityModeNever).
+		MergeValues(true).
+		RowHeight(0.8).
+		FillOpacity(80).
+		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeSingle).Sort(common.SortOrderNone)).
+		Legend(common.NewVizLegendOptionsBuilder().ShowLegend(true).DisplayMode(common.LegendDisplayModeList).Placement(common.LegendPlacementBottom))
+}
+
+func failoverPanel() *timeseries.PanelBuilder {
+	failovers := sumRate(telemetry.LabelModel, telemetry.MetricRequests,
+		mRegionModel+`,`+telemetry.LabelOutcome+`="`+telemetry.OutcomeFailoverOK+`"`, rateWindow)
+	skips := sumRate(telemetry.LabelChannel, telemetry.MetricBreakerSkips, mAll, rateWindow)
+	return rateTimeseries(idFailovers, "Failovers and breaker skips", grid(0, 22, 12, 8),
+		"Failovers: requests answered successfully by a later chain entry after an earlier hop failed (outcome failover_ok), per model. "+
+			"Skips: hops not even attempted because the channel's breaker was open, per channel. "+
+			"Answers: is failover absorbing the incident (failovers up, errors to clients flat) and which channel is being routed around?",
+		query("A", failovers, "failover_ok {{"+telemetry.LabelModel+"}}"),
+		query("B", skips, "skipped {{"+telemetry.LabelChannel+"}}"),
+	).Links([]cog.Builder[dashboard.DashboardLink]{traceSearchLink()})
+}
+
+func gatePanel() *timeseries.PanelBuilder {
+	expr := sumRate(telemetry.LabelDecision, telemetry.MetricGateDecisions, mAll, rateWindow)
+	return rateTimeseries(idGateDecisions, "Stream gate decisions", grid(12, 22, 12, 8),
+		"L3 stream gate outcome per streamed hop. commit_content is the healthy case. "+
+			"discard_error / discard_eof: a channel answered 200 and then failed inside the stream; the client never saw it, the next hop took over. "+
+			"commit_timeout: nothing decisive within the gate timeout, committed anyway (slow, not broken). "+
+			"failover_timeout: the same, but the policy moved on. Rising discards = a provider failing after 200.",
+		query("A", expr, "{{"+telemetry.LabelDecision+"}}"),
+	)
+}
+
+func headerTimeoutPanel() *timeseries.PanelBuilder {
+	expr := sumRate(telemetry.LabelChannel, telemetry.MetricHeaderTimeouts, mAll, rateWindow)
+	return rateTimeseries(idHeaderTimeouts, "Header timeouts", grid(0, 30, 12, 8),
+		"L4: hops that got no response headers within header_timeout (240 s default, per-model overrides), per channel. "+
+			"Each one cost the client the full timeout before failover. "+
+			"Answers: is a channel hanging rather than failing fast? If so, a shorter per-model header_timeout (or the chat profile) shortens the wait.",
+		query("A", expr, "{{"+telemetry.LabelChannel+"}}"),
+	)
+}
+
+func deadlinePanel() *timeseries.PanelBuilder {
+	exceeded := sumRate(telemetry.LabelModel, telemetry.MetricChainExceeded, mRegionModel, rateWindow)
+	degraded := sumRate(telemetry.LabelModel, telemetry.MetricDegradedReplies, mRegionModel, rateWindow)
+	return rateTimeseries(idDeadlines, "Chain deadline hits and degraded replies", grid(12, 30, 12, 8),
+		"Chain deadline: requests whose whole chain did not commit an answer within chain_deadline (12 s in the chat profile), per model. "+
+			"Degraded replies: requests answered with the degraded reply (engine_overloaded 503 or the opt-in marked message), from a deadline or an exhausted chain. "+
+			"Anything above zero here is visible to clients: failover stopped being invisible.",
+		query("A", exceeded, "deadline {{"+telemetry.LabelModel+"}}"),
+		query("B", degraded, "degraded {{"+telemetry.LabelModel+"}}"),
+	)
+}
+
+func latencyPanel() *timeseries.PanelBuilder {
+	q := func(refID, quantile string) *prometheus.DataqueryBuilder {
+		expr := fmt.Sprintf("histogram_quantile(%s, sum by (%s, le) (rate(%s_bucket{%s}[%s])))",
+			quantile, telemetry.LabelChannel, telemetry.MetricHopDuration, mAll, rateWindow)
+		return query(refID, expr, "{{"+telemetry.LabelChannel+"}} p"+quantile[2:]).Exemplar(true)
+	}
+	return timeseries.NewPanelBuilder().
+		Id(idHopLatency).
+		Title("Hop latency p50 / p95 / p99").
+		Description("Duration of single hops (one attempt on one channel), per channel. "+
+			"Answers: is a channel slow before it fails (p99 climbing toward header_timeout), and did failover move traffic to a slower channel? "+
+			"The dots are exemplars: click one to open that request's trace in the trace data source and see its whole failover path.").
+		GridPos(grid(0, 39, 24, 9)).
+		Datasource(promDS).
+		WithTarget(q("A", "0.50")).
+		WithTarget(q("B", "0.95")).
+		WithTarget(q("C", "0.99")).
+		Unit("s").
+		Min(0).
+		OverrideByName("trace_id", []dashboard.DynamicConfigValue{traceLinks()}).
+		Links([]cog.Builder[dashboard.DashboardLink]{traceSearchLink()}).
+		Legend(legendTable()).
+		Tooltip(tooltipAll())
+}
+
+func requestsPanel() *timeseries.PanelBuilder {
+	expr := sumRate(telemetry.LabelOutcome, telemetry.MetricRequests, mRegionModel, rateWindow)
+	return rateTimeseries(idRequests, "Requests by outcome", grid(0, 48, 12, 8),
+		"Client requests per second by final outcome. "+
+			"Answers: what did clients actually get? ok and failover_ok are served; the rest reached the client as errors. "+
+			"Failovers rising while errors stay flat means the layers are doing their job.",
+		query("A", expr, "{{"+telemetry.LabelOutcome+"}}"),
+	).Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal))
+}
+
+func costPanel() *timeseries.PanelBuilder {
+	expr := fmt.Sprintf("sum by (%s) (rate(%s{%s}[%s])) * 3600", telemetry.LabelChannel, telemetry.MetricCost, mAll, rateWindow)
+	return timeseries.NewPanelBuilder().
+		Id(idCost).
+		Title("Spend per channel (USD/hour)").
+		Description("Price × usage per channel, as an hourly rate. Chains are ordered cheapest first, so spend shifting " +
+			"from the usual first channel to a backup is the failover premium: what the incident costs while failover hides it. " +
+			"Answers: how much is the incident costing, and is it worth forcing traffic back (or paging the provider)?").
+		GridPos(grid(12, 48, 12, 8)).
+		Datasource(promDS).
+		WithTarget(query("A", expr, "{{"+telemetry.LabelChannel+"}}")).
+		Unit("currencyUSD").
+		Min(0).
+		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)).
+		FillOpacity(30).
+		Legend(legendTable()).
+		Tooltip(tooltipAll())
+}
+
+func rateTimeseries(id uint32, title string, pos dashboard.GridPos, desc string, targets ...cog.Builder[variants.Dataquery]) *timeseries.PanelBuilder {
+	return timeseries.NewPanelBuilder().
+		Id(id).
+		Title(title).
+		Description(desc).
+		GridPos(pos).
+		Datasource(promDS).
+		Targets(targets).
+		Unit("reqps").
+		Min(0).
+		Legend(legendTable()).
+		Tooltip(tooltipAll())
+}
+
+func legendTable() *common.VizLegendOptionsBuilder {
+	return common.NewVizLegendOptionsBuilder().
+		ShowLegend(true).
+		DisplayMode(common.LegendDisplayModeTable).
+		Placement(common.LegendPlacementRight).
+		Calcs([]string{"max", "lastNotNull"})
+}
+
+func tooltipAll() *common.VizTooltipOptionsBuilder {
+	return common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending)
+}
+
+// Failover returns the failover board of DESIGN.md §6.
+//
+// Layout: a row per region (repeated) holding one breaker tile per channel
+// (repeated), then error rates and breaker history, then the failover
+// mechanics (skips, gate, header timeouts, deadlines), then latency with
+// exemplars, outcomes and cost. Rows are expanded: their panels follow them
+// at the top level of the JSON, which is how Grafana stores open rows.
+func Failover() (dashboard.Dashboard, error) {
+	return dashboard.NewDashboardBuilder(FailoverTitle).
+		Uid(FailoverUID).
+		Description("Where hopgate's four failover layers are working during an upstream incident, per region and channel.").
+		Tags([]string{"hopgate", "failover"}).
+		Timezone("browser").
+		Time("now-1h", "now").
+		Refresh("30s").
+		Tooltip(dashboard.DashboardCursorSyncCrosshair).
+		Variables(variables()).
+		WithRow(breakerRow()).
+		WithPanel(breakerTile()).
+		WithRow(dashboard.NewRowBuilder("Error rates").Id(idRowErrors).GridPos(grid(0, 5, 24, 1))).
+		WithPanel(errorRatePanel()).
+		WithPanel(breakerTimeline()).
+		WithRow(dashboard.NewRowBuilder("Failover").Id(idRowFailover).GridPos(grid(0, 21, 24, 1))).
+		WithPanel(failoverPanel()).
+		WithPanel(gatePanel()).
+		WithPanel(headerTimeoutPanel()).
+		WithPanel(deadlinePanel()).
+		WithRow(dashboard.NewRowBuilder("Latency, outcomes and cost").Id(idRowLatency).GridPos(grid(0, 38, 24, 1))).
+		WithPanel(latencyPanel()).
+		WithPanel(requestsPanel()).
+		WithPanel(costPanel()).
+		Build()
+}

@@ -1,0 +1,234 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hopgate/hopgate/dispatch"
+	"github.com/hopgate/hopgate/dispatch/apierror"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/reqbody"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// Server serves the main listener.
+type Server struct {
+	cfg    atomic.Pointer[config.Config]
+	engine *dispatch.Engine
+	tel    *telemetry.Telemetry
+	log    *slog.Logger
+}
+
+// New builds the API server. tel and log may be nil (no-op telemetry,
+// slog.Default()).
+func New(cfg *config.Config, e *dispatch.Engine, tel *telemetry.Telemetry, log *slog.Logger) *Server {
+	if tel == nil {
+		tel = telemetry.Noop()
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{engine: e, tel: tel, log: log}
+	s.cfg.Store(cfg)
+	return s
+}
+
+// Config is the configuration in force.
+func (s *Server) Config() *config.Config { return s.cfg.Load() }
+
+// SetConfig swaps the configuration atomically (SIGHUP reload); requests in
+// flight finish with the one they started with.
+func (s *Server) SetConfig(cfg *config.Config) { s.cfg.Store(cfg) }
+
+// Handler is the main listener's handler, every route wrapped by otelhttp so
+// each request is one trace whose root is the SERVER span.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	opts := []otelhttp.Option{
+		otelhttp.WithTracerProvider(s.tel.TracerProvider),
+		otelhttp.WithMeterProvider(s.tel.MeterProvider),
+		otelhttp.WithPropagators(s.tel.Propagator),
+	}
+	for _, rt := range routes {
+		rt := rt
+		name := http.MethodPost + " " + rt.Pattern
+		mux.Handle(rt.Pattern, otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.proxy(w, r, rt)
+		}), name, opts...))
+	}
+	mux.Handle("/v1/models", otelhttp.NewHandler(http.HandlerFunc(s.models), "GET /v1/models", opts...))
+	mux.Handle("/", otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, apierror.NotFound(r.URL.Path))
+	}), "unknown route", opts...))
+	return mux
+}
+
+// fail writes a hopgate error with the request id and hopgate's headers.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
+	id := dispatch.RequestID(r.Context())
+	w.Header().Set("X-Request-Id", id)
+	if tp := dispatch.Traceparent(r.Context()); tp != "" {
+		w.Header().Set("Traceparent", tp)
+	}
+	w.Header().Set("X-Hopgate-Attempts", "0")
+	span := trace.SpanFromContext(r.Context())
+	span.SetAttributes(attribute.String(telemetry.AttrOutcome, "bad_request"), attribute.String("hopgate.error.code", e.Code))
+	if e.Status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", http.MethodPost)
+	}
+	apierror.Write(w, id, e)
+	s.log.InfoContext(r.Context(), "request",
+		slog.String("trace_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", e.Status), slog.String("outcome", "bad_request"), slog.String("code", e.Code))
+}
+
+// proxy runs the front-door checks, then hands the request to the engine.
+// Nothing reaches an upstream unless every check passed.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
+	cfg := s.cfg.Load()
+	if r.Method != http.MethodPost {
+		s.fail(w, r, apierror.MethodNotAllowed(r.Method))
+		return
+	}
+	tenant, ok := authenticate(cfg, r)
+	if !ok {
+		s.fail(w, r, apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>"))
+		return
+	}
+	// The body must arrive within bodyReadTimeout (a slow upload cannot pin
+	// a connection); the deadline is lifted before the answer streams.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.MaxBodyBytes))
+	_ = rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.fail(w, r, apierror.RequestTooLarge(cfg.MaxBodyBytes))
+			return
+		}
+		// The client went away or sent a broken body: nothing to proxy.
+		s.fail(w, r, apierror.InvalidRequest("could not read the request body: "+err.Error(), ""))
+		return
+	}
+	f, err := reqbody.Parse(body)
+	if err != nil {
+		s.fail(w, r, apierror.InvalidRequest("request body is not a valid JSON object: "+err.Error(), ""))
+		return
+	}
+	if !f.ModelPresent || f.Model == "" {
+		s.fail(w, r, apierror.ModelNotFound(http.StatusBadRequest, "the request names no model: set \"model\""))
+		return
+	}
+	m := cfg.Model(f.Model)
+	if m == nil {
+		s.fail(w, r, apierror.ModelNotFound(http.StatusNotFound, "model \""+f.Model+"\" does not exist on this gateway; GET /v1/models lists the models served"))
+		return
+	}
+	if !serves(m, rt.Operation) {
+		s.fail(w, r, apierror.OperationNotSupported("model \""+m.Name+"\" does not serve the \""+rt.Operation+"\" operation"))
+		return
+	}
+	span := trace.SpanFromContext(r.Context())
+	if tenant != "" {
+		span.SetAttributes(attribute.String(telemetry.AttrTenant, tenant))
+	}
+	res := s.engine.Serve(w, r, &dispatch.Request{
+		Config:    cfg,
+		Model:     m,
+		Operation: rt.Operation,
+		Path:      rt.Upstream,
+		Body:      body,
+		Fields:    f,
+		Tenant:    tenant,
+		Stream:    f.Stream,
+		Events:    rt.Events,
+	})
+	s.log.InfoContext(r.Context(), "request",
+		slog.String("trace_id", dispatch.RequestID(r.Context())),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.String("model", m.Name), slog.String("served_model", res.ServedModel),
+		slog.Bool("stream", f.Stream), slog.Int("status", res.Status),
+		slog.String("outcome", res.Outcome), slog.String("failover_path", res.Path),
+		slog.Int("attempts", res.Attempts), slog.String("tenant", tenant))
+}
+
+func serves(m *config.Model, op string) bool {
+	if len(m.Operations) == 0 {
+		return op == "chat"
+	}
+	for _, o := range m.Operations {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
+
+// models answers GET /v1/models with the public model names (never the
+// upstream names or channels: those are the operator's business).
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	cfg := s.cfg.Load()
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		e := apierror.MethodNotAllowed(r.Method)
+		s.fail(w, r, e)
+		return
+	}
+	if _, ok := authenticate(cfg, r); !ok {
+		s.fail(w, r, apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>"))
+		return
+	}
+	type model struct {
+		ID         string   `json:"id"`
+		Object     string   `json:"object"`
+		Created    int64    `json:"created"`
+		OwnedBy    string   `json:"owned_by"`
+		Operations []string `json:"hopgate_operations"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, m := range cfg.Models {
+		ops := m.Operations
+		if len(ops) == 0 {
+			ops = []string{"chat"}
+		}
+		out.Data = append(out.Data, model{ID: m.Name, Object: "model", Created: 0, OwnedBy: "hopgate", Operations: ops})
+	}
+	sort.Slice(out.Data, func(i, j int) bool { return out.Data[i].ID < out.Data[j].ID })
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", dispatch.RequestID(r.Context()))
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// bodyReadTimeout bounds the upload of one request body.
+const bodyReadTimeout = 2 * time.Minute
+
+// NewHTTPServer applies the main listener's timeouts: a slow client cannot
+// pin a connection while sending headers or its body, idle keep-alives are
+// reaped. There is no server-wide ReadTimeout or WriteTimeout: an expiring
+// read deadline cancels the request context of a long stream, and streams
+// legitimately last minutes (the engine bounds them with its own timers);
+// the body read gets its own deadline instead.
+func NewHTTPServer(addr string, h http.Handler, errLog *slog.Logger) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(errLog.Handler(), slog.LevelWarn),
+	}
+}

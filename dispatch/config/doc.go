@@ -1,0 +1,157 @@
+// Package config loads, validates and resolves hopgate's YAML configuration
+// file (DESIGN.md §4).
+//
+// It owns the file format: the strict walk of the YAML (every unknown key,
+// wrong type or bad value is an Error with its line, and all of them are
+// reported at once as an ErrorList), the built-in defaults and profile
+// presets (DESIGN.md §2), the precedence between them, reading credentials
+// from the environment, and the human-readable `hopgate check` listing
+// (Config.WriteChains). It produces a fully resolved, immutable *Config so
+// the request path never re-derives anything.
+//
+// It must not touch the network, start goroutines, keep global state or log:
+// callers decide what to do with a Config or an ErrorList. Credentials are
+// read only through the getenv function given to Parse and are never
+// printed.
+//
+// # Reading rules
+//
+//   - Strict: unknown keys at any depth, duplicate keys, wrong types, merge
+//     keys (<<) and more than one YAML document are errors. Anchors and
+//     aliases are allowed.
+//   - A key with no value (`region:`) is an error for scalars; for mappings
+//     and lists it means empty.
+//   - Durations are Go durations: 300ms, 60s, 5m, 1m30s. A bare 0 means 0s;
+//     any other bare number is an error (60 what?). Negative durations are
+//     errors.
+//   - ${ENV} interpolation is not supported anywhere: a string containing
+//     "${" is an error. Secrets come only from the variables named by
+//     channels[].api_key_env and admin.token_env; a named variable that is
+//     unset or empty is an error naming it. Credentials cannot be written
+//     in the file (there is no key for them, and base_url rejects
+//     user:password@).
+//   - Errors carry the line of the offending node; a missing key is
+//     reported at the line of the mapping that lacks it; a chain longer
+//     than 3 at its first extra entry; whole-file problems at line 0.
+//
+// # Reference
+//
+// Top level:
+//
+//	listen          host:port      default 127.0.0.1:8080   main listener (OpenAI-compatible API)
+//	admin_listen    host:port      default 127.0.0.1:9090   metrics, health, admin; must differ from listen
+//	region          string         default ""               this gateway's region (metric label, resource attribute)
+//	max_body_bytes  int ≥ 1        default 10485760         request body limit (10 MiB)
+//	auth            mapping        see below
+//	admin           mapping        see below
+//	telemetry       mapping        see below
+//	policy          mapping        see below (global policy)
+//	channels        list           see below
+//	models          list           required, at least one
+//
+// auth:
+//
+//	mode    keys | none    default keys   none is for local development only
+//	keys    list           required (non-empty) when mode is keys
+//	  - id       string    required, unique; the tenant (span attribute hopgate.tenant)
+//	    sha256   64 hex    required, unique; sha256 of the bearer token clients send
+//
+// admin:
+//
+//	token_env   env var name   default none   when set, its value is the bearer token required on
+//	                                          admin endpoints (but /healthz, /readyz); unset or empty = error
+//
+// telemetry:
+//
+//	healthy_sample_ratio   number in [0,1]   default 1       share of healthy traces kept
+//	record_content         bool              default false   prompt/completion text on spans
+//	failover_log_size      int ≥ 0           default 200     entries kept for /admin/failovers
+//	path_header            bool              default true    send X-Hopgate-Path
+//
+// policy (global; the same block under models[].policy overrides it per
+// model, except breaker and retries, which are per channel):
+//
+//	key                      default     chat profile   notes
+//	profile                  default     -              default | chat
+//	header_timeout           240s        8s             > 0; wait for response headers (L4)
+//	stream_gate.timeout      30s         8s             > 0; wait for a decisive frame (L3)
+//	stream_gate.on_timeout   commit      failover       commit | failover
+//	stream_idle_timeout      0s (off)    30s            ≥ 0; max silence between frames
+//	chain_deadline           0s (off)    12s            ≥ 0; budget before the degraded reply (L2)
+//	retry_after_max          5s          (not governed) ≥ 0; longest Retry-After honoured when retrying
+//	mid_stream               error       (not governed) error | resume
+//	degraded_reply.mode      error       (not governed) error (503 engine_overloaded) | message (marked 200)
+//	degraded_reply.message   "The service is temporarily overloaded. Please retry shortly."
+//	                                     (not governed) non-empty; content of the message reply
+//	retries                  0           (not governed) global only; int ≥ 0; default of channels[].retries
+//	breaker                  see below   mode rate      global only; default of channels[].breaker
+//
+// breaker (policy.breaker and channels[].breaker):
+//
+//	key            count default   rate default   notes
+//	mode           count           rate           count | rate; the chat profile implies rate
+//	window         5m              60s            > 0; sliding (count) or rolling (rate) window
+//	failures       3               3              int ≥ 1; count: failures in the window that open
+//	cooldown       60s             60s            > 0; open time before the half-open trial
+//	threshold      0.25            0.25           in (0, 1]; rate: error rate that opens
+//	min_requests   10              10             int ≥ 1; rate: requests needed before judging
+//
+// channels[]:
+//
+//	id            string        required, unique; letters, digits, '.', '_', '-' (it appears in
+//	                            metric labels and in the failover path "a:open → b:503")
+//	provider      openai        default openai (an OpenAI-compatible HTTP API)
+//	base_url      URL           required; absolute http(s), no query, fragment or user:password@;
+//	                            a trailing slash is trimmed
+//	api_key_env   env var name  optional (omit for an upstream without credentials); the variable
+//	                            must be set and non-empty
+//	region        string        default ""; metric label channel_region
+//	prefill       bool          default false; the upstream can continue an assistant prefix
+//	retries       int ≥ 0       default policy.retries; same-channel retries
+//	breaker       mapping       overrides policy.breaker key by key for this channel
+//
+// models[]:
+//
+//	name              string      required, unique; the public model name clients send
+//	chain             list        required, 1 to 3 entries (ROUTING_CHAIN_MAX); a channel at most
+//	                              once; sorted by price.input+price.output, cheapest first, ties
+//	                              keep file order
+//	  - channel         string    required; id of a channel
+//	    upstream_model  string    default: the model's name
+//	    price           mapping   {input, output}: USD per 1M tokens, each ≥ 0, default 0
+//	    prefill         bool      default: the channel's prefill
+//	policy            mapping     per-model policy (no breaker, no retries)
+//	operations        list        default [chat]; chat, completions, embeddings, images,
+//	                              audio_speech, audio_transcriptions, responses
+//	fallback_models   list        default []; other existing models, not itself (opt-in
+//	                              cross-model fallback, visible in the response)
+//	context_fallback  string      default ""; another existing model used on context_length_exceeded
+//
+// # Precedence
+//
+// A profile governs exactly five policy keys: header_timeout,
+// stream_gate.timeout, stream_gate.on_timeout, stream_idle_timeout and
+// chain_deadline (plus the breaker mode, see below). Both profiles set all
+// five, so "default" is a real preset, not "no preset". The resolved policy
+// of a model is built in this order, each step overriding the previous one:
+//
+//  1. built-in defaults (profile default);
+//  2. the preset of the global policy.profile;
+//  3. keys set explicitly in the global policy;
+//  4. the preset of the model's policy.profile, when the model sets one —
+//     it overrides the five governed keys even where step 3 set them,
+//     because the model asked for that preset by name;
+//  5. keys set explicitly in the model's policy.
+//
+// So an explicit key beats a profile at the same or a less specific level,
+// and a model-level profile beats global explicit keys. Keys a profile does
+// not govern (retry_after_max, mid_stream, degraded_reply) flow from the
+// global policy to every model untouched by any profile.
+//
+// The breaker of a channel is resolved key by key: built-in defaults of the
+// final mode < global profile (chat implies mode rate) < policy.breaker <
+// channels[].breaker. The final mode picks the default window (count 5m,
+// rate 60s); a window set explicitly at either level wins whatever the
+// mode. Model policies cannot set breakers: breaker state is per process
+// and per channel, shared by every model that routes through it.
+package config

@@ -1,0 +1,352 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The raw* types mirror the file one to one. Every leaf is a val so that
+// resolution can tell an explicitly set key from an absent one: that is the
+// whole difference between "the profile applies" and "the operator chose".
+
+type rawFile struct {
+	root          *yaml.Node
+	listen        val[string]
+	adminListen   val[string]
+	region        val[string]
+	maxBodyBytes  val[int64]
+	auth          rawAuth
+	adminTokenEnv val[string]
+	telemetry     rawTelemetry
+	policy        rawPolicy
+	channels      []*rawChannel
+	models        []*rawModel
+	modelsNode    *yaml.Node // value of the models key, nil when absent
+}
+
+type rawAuth struct {
+	mode     val[string]
+	keys     []rawKey
+	keysNode *yaml.Node // value of the keys key, nil when absent
+	node     *yaml.Node
+}
+
+type rawKey struct {
+	node   *yaml.Node
+	id     val[string]
+	sha256 val[string]
+}
+
+type rawTelemetry struct {
+	healthySampleRatio val[float64]
+	recordContent      val[bool]
+	failoverLogSize    val[int]
+	pathHeader         val[bool]
+}
+
+type rawBreaker struct {
+	mode        val[string]
+	window      val[time.Duration]
+	failures    val[int]
+	cooldown    val[time.Duration]
+	threshold   val[float64]
+	minRequests val[int]
+}
+
+type rawPolicy struct {
+	profile           val[string]
+	breaker           rawBreaker // global only
+	retries           val[int]   // global only
+	retryAfterMax     val[time.Duration]
+	headerTimeout     val[time.Duration]
+	gateTimeout       val[time.Duration]
+	gateOnTimeout     val[string]
+	streamIdleTimeout val[time.Duration]
+	chainDeadline     val[time.Duration]
+	midStream         val[string]
+	degradedMode      val[string]
+	degradedMessage   val[string]
+}
+
+type rawChannel struct {
+	node      *yaml.Node
+	id        val[string]
+	provider  val[string]
+	baseURL   val[string]
+	apiKeyEnv val[string]
+	region    val[string]
+	prefill   val[bool]
+	retries   val[int]
+	breaker   rawBreaker
+}
+
+type rawModel struct {
+	node            *yaml.Node
+	name            val[string]
+	chain           []*rawEntry
+	chainNode       *yaml.Node // value of the chain key, nil when absent
+	policy          rawPolicy
+	fallbackModels  val[[]val[string]]
+	contextFallback val[string]
+	operations      val[[]val[string]]
+}
+
+type rawEntry struct {
+	node          *yaml.Node
+	index         int // 1-based position in the file's chain
+	channel       val[string]
+	upstreamModel val[string]
+	input         val[float64]
+	output        val[float64]
+	prefill       val[bool]
+}
+
+func (p *parser) file(root *yaml.Node) *rawFile {
+	f := &rawFile{root: root}
+	p.mapping(root, "the config file", fields{
+		"listen":       func(_, v *yaml.Node) { f.listen = p.hostPort(v, "listen") },
+		"admin_listen": func(_, v *yaml.Node) { f.adminListen = p.hostPort(v, "admin_listen") },
+		"region":       func(_, v *yaml.Node) { f.region = p.str(v, "region") },
+		"max_body_bytes": func(_, v *yaml.Node) {
+			f.maxBodyBytes = p.integer(v, "max_body_bytes", 1)
+		},
+		"auth": func(_, v *yaml.Node) { f.auth = p.auth(v) },
+		"admin": func(_, v *yaml.Node) {
+			p.mapping(v, "admin", fields{
+				"token_env": func(_, v *yaml.Node) { f.adminTokenEnv = p.envName(v, "token_env in admin") },
+			})
+		},
+		"telemetry": func(_, v *yaml.Node) { f.telemetry = p.telemetry(v) },
+		"policy":    func(_, v *yaml.Node) { f.policy = p.policy(v, "policy", true) },
+		"channels": func(_, v *yaml.Node) {
+			p.sequence(v, "channels", func(_ int, item *yaml.Node) {
+				if c := p.channel(item); c != nil {
+					f.channels = append(f.channels, c)
+				}
+			})
+		},
+		"models": func(_, v *yaml.Node) {
+			f.modelsNode = deref(v)
+			p.sequence(v, "models", func(_ int, item *yaml.Node) {
+				if m := p.model(item); m != nil {
+					f.models = append(f.models, m)
+				}
+			})
+		},
+	})
+	return f
+}
+
+func (p *parser) auth(n *yaml.Node) rawAuth {
+	a := rawAuth{node: deref(n)}
+	p.mapping(n, "auth", fields{
+		"mode": func(_, v *yaml.Node) { a.mode = p.enum(v, "mode in auth", AuthKeys, AuthNone) },
+		"keys": func(_, v *yaml.Node) {
+			a.keysNode = deref(v)
+			p.sequence(v, "keys in auth", func(i int, item *yaml.Node) {
+				k := rawKey{node: deref(item)}
+				ctx := fmt.Sprintf("auth key %d", i+1)
+				if id, ok := peek(item, "id"); ok {
+					ctx = fmt.Sprintf("auth key %q", id)
+				}
+				if p.mapping(item, ctx, fields{
+					"id":     func(_, v *yaml.Node) { k.id = p.str(v, in("id", ctx)) },
+					"sha256": func(_, v *yaml.Node) { k.sha256 = p.str(v, in("sha256", ctx)) },
+				}) {
+					a.keys = append(a.keys, k)
+				}
+			})
+		},
+	})
+	return a
+}
+
+func (p *parser) telemetry(n *yaml.Node) rawTelemetry {
+	var t rawTelemetry
+	p.mapping(n, "telemetry", fields{
+		"healthy_sample_ratio": func(_, v *yaml.Node) {
+			t.healthySampleRatio = p.number(v, "healthy_sample_ratio in telemetry")
+			if t.healthySampleRatio.set && (t.healthySampleRatio.v < 0 || t.healthySampleRatio.v > 1) {
+				p.errorf(t.healthySampleRatio.node, "healthy_sample_ratio in telemetry must be between 0 and 1, not %v", t.healthySampleRatio.v)
+				t.healthySampleRatio = val[float64]{}
+			}
+		},
+		"record_content":    func(_, v *yaml.Node) { t.recordContent = p.boolean(v, "record_content in telemetry") },
+		"failover_log_size": func(_, v *yaml.Node) { t.failoverLogSize = p.count(v, "failover_log_size in telemetry", 0) },
+		"path_header":       func(_, v *yaml.Node) { t.pathHeader = p.boolean(v, "path_header in telemetry") },
+	})
+	return t
+}
+
+func (p *parser) breaker(n *yaml.Node, ctx string) rawBreaker {
+	var b rawBreaker
+	p.mapping(n, ctx, fields{
+		"mode":     func(_, v *yaml.Node) { b.mode = p.enum(v, in("mode", ctx), BreakerCount, BreakerRate) },
+		"window":   func(_, v *yaml.Node) { b.window = p.duration(v, in("window", ctx), true) },
+		"failures": func(_, v *yaml.Node) { b.failures = p.count(v, in("failures", ctx), 1) },
+		"cooldown": func(_, v *yaml.Node) { b.cooldown = p.duration(v, in("cooldown", ctx), true) },
+		"threshold": func(_, v *yaml.Node) {
+			b.threshold = p.number(v, in("threshold", ctx))
+			if b.threshold.set && (b.threshold.v <= 0 || b.threshold.v > 1) {
+				p.errorf(b.threshold.node, "%s must be in (0, 1], not %v", in("threshold", ctx), b.threshold.v)
+				b.threshold = val[float64]{}
+			}
+		},
+		"min_requests": func(_, v *yaml.Node) { b.minRequests = p.count(v, in("min_requests", ctx), 1) },
+	})
+	return b
+}
+
+// policy reads a policy block. The global block (global=true) also accepts
+// breaker and retries; a model block does not, because both belong to a
+// channel: breaker state is per process and channel, shared by every model.
+func (p *parser) policy(n *yaml.Node, ctx string, global bool) rawPolicy {
+	var r rawPolicy
+	fs := fields{
+		"profile":         func(_, v *yaml.Node) { r.profile = p.enum(v, in("profile", ctx), ProfileDefault, ProfileChat) },
+		"retry_after_max": func(_, v *yaml.Node) { r.retryAfterMax = p.duration(v, in("retry_after_max", ctx), false) },
+		"header_timeout":  func(_, v *yaml.Node) { r.headerTimeout = p.duration(v, in("header_timeout", ctx), true) },
+		"stream_gate": func(_, v *yaml.Node) {
+			sctx := in("stream_gate", ctx)
+			p.mapping(v, sctx, fields{
+				"timeout": func(_, v *yaml.Node) { r.gateTimeout = p.duration(v, in("timeout", sctx), true) },
+				"on_timeout": func(_, v *yaml.Node) {
+					r.gateOnTimeout = p.enum(v, in("on_timeout", sctx), OnTimeoutCommit, OnTimeoutFailover)
+				},
+			})
+		},
+		"stream_idle_timeout": func(_, v *yaml.Node) {
+			r.streamIdleTimeout = p.duration(v, in("stream_idle_timeout", ctx), false)
+		},
+		"chain_deadline": func(_, v *yaml.Node) { r.chainDeadline = p.duration(v, in("chain_deadline", ctx), false) },
+		"mid_stream": func(_, v *yaml.Node) {
+			r.midStream = p.enum(v, in("mid_stream", ctx), MidStreamError, MidStreamResume)
+		},
+		"degraded_reply": func(_, v *yaml.Node) {
+			dctx := in("degraded_reply", ctx)
+			p.mapping(v, dctx, fields{
+				"mode": func(_, v *yaml.Node) {
+					r.degradedMode = p.enum(v, in("mode", dctx), DegradedError, DegradedMessage)
+				},
+				"message": func(_, v *yaml.Node) {
+					r.degradedMessage = p.str(v, in("message", dctx))
+					if r.degradedMessage.set && r.degradedMessage.v == "" {
+						p.errorf(r.degradedMessage.node, "%s must not be empty", in("message", dctx))
+						r.degradedMessage = val[string]{}
+					}
+				},
+			})
+		},
+	}
+	if global {
+		fs["breaker"] = func(_, v *yaml.Node) { r.breaker = p.breaker(v, in("breaker", ctx)) }
+		fs["retries"] = func(_, v *yaml.Node) { r.retries = p.count(v, in("retries", ctx), 0) }
+	} else {
+		fs["breaker"] = func(k, _ *yaml.Node) {
+			p.errorf(k, "%s: breaker is per channel; set it in policy or channels[].breaker", ctx)
+		}
+		fs["retries"] = func(k, _ *yaml.Node) {
+			p.errorf(k, "%s: retries is per channel; set it in policy or channels[].retries", ctx)
+		}
+	}
+	p.mapping(n, ctx, fs)
+	return r
+}
+
+func (p *parser) channel(n *yaml.Node) *rawChannel {
+	c := &rawChannel{node: deref(n)}
+	ctx := "channel"
+	if id, ok := peek(n, "id"); ok {
+		ctx = fmt.Sprintf("channel %q", id)
+	}
+	ok := p.mapping(n, ctx, fields{
+		"id":          func(_, v *yaml.Node) { c.id = p.str(v, in("id", ctx)) },
+		"provider":    func(_, v *yaml.Node) { c.provider = p.enum(v, in("provider", ctx), ProviderOpenAI) },
+		"base_url":    func(_, v *yaml.Node) { c.baseURL = p.baseURL(v, in("base_url", ctx)) },
+		"api_key_env": func(_, v *yaml.Node) { c.apiKeyEnv = p.envName(v, in("api_key_env", ctx)) },
+		"region":      func(_, v *yaml.Node) { c.region = p.str(v, in("region", ctx)) },
+		"prefill":     func(_, v *yaml.Node) { c.prefill = p.boolean(v, in("prefill", ctx)) },
+		"retries":     func(_, v *yaml.Node) { c.retries = p.count(v, in("retries", ctx), 0) },
+		"breaker":     func(_, v *yaml.Node) { c.breaker = p.breaker(v, "breaker of "+ctx) },
+	})
+	if !ok || isNull(c.node) {
+		if ok {
+			p.errorf(c.node, "%s is empty", ctx)
+		}
+		return nil
+	}
+	return c
+}
+
+func (p *parser) model(n *yaml.Node) *rawModel {
+	m := &rawModel{node: deref(n)}
+	ctx := "model"
+	if name, ok := peek(n, "name"); ok {
+		ctx = fmt.Sprintf("model %q", name)
+	}
+	ok := p.mapping(n, ctx, fields{
+		"name": func(_, v *yaml.Node) { m.name = p.str(v, in("name", ctx)) },
+		"chain": func(_, v *yaml.Node) {
+			m.chainNode = deref(v)
+			p.sequence(v, "chain of "+ctx, func(i int, item *yaml.Node) {
+				if e := p.entry(item, i+1, ctx); e != nil {
+					m.chain = append(m.chain, e)
+				}
+			})
+		},
+		"policy":           func(_, v *yaml.Node) { m.policy = p.policy(v, "policy of "+ctx, false) },
+		"fallback_models":  func(_, v *yaml.Node) { m.fallbackModels = p.strList(v, in("fallback_models", ctx)) },
+		"context_fallback": func(_, v *yaml.Node) { m.contextFallback = p.str(v, in("context_fallback", ctx)) },
+		"operations": func(_, v *yaml.Node) {
+			what := in("operations", ctx)
+			m.operations = p.strList(v, what)
+			for _, op := range m.operations.v {
+				if !knownOperation(op.v) {
+					p.errorf(op.node, "%s: unknown operation %q (allowed: %s)", what, op.v, joinOps())
+				}
+			}
+		},
+	})
+	if !ok || isNull(m.node) {
+		if ok {
+			p.errorf(m.node, "%s is empty", ctx)
+		}
+		return nil
+	}
+	return m
+}
+
+func (p *parser) entry(n *yaml.Node, index int, model string) *rawEntry {
+	e := &rawEntry{node: deref(n), index: index}
+	ctx := fmt.Sprintf("chain entry %d of %s", index, model)
+	ok := p.mapping(n, ctx, fields{
+		"channel":        func(_, v *yaml.Node) { e.channel = p.str(v, in("channel", ctx)) },
+		"upstream_model": func(_, v *yaml.Node) { e.upstreamModel = p.str(v, in("upstream_model", ctx)) },
+		"prefill":        func(_, v *yaml.Node) { e.prefill = p.boolean(v, in("prefill", ctx)) },
+		"price": func(_, v *yaml.Node) {
+			pctx := in("price", ctx)
+			p.mapping(v, pctx, fields{
+				"input":  func(_, v *yaml.Node) { e.input = p.price(v, in("input", pctx)) },
+				"output": func(_, v *yaml.Node) { e.output = p.price(v, in("output", pctx)) },
+			})
+		},
+	})
+	if !ok || isNull(e.node) {
+		if ok {
+			p.errorf(e.node, "%s is empty", ctx)
+		}
+		return nil
+	}
+	return e
+}
+
+func (p *parser) price(n *yaml.Node, what string) val[float64] {
+	v := p.number(n, what)
+	if v.set && v.v < 0 {
+		p.errorf(v.node, "%s must not be negative, got %v", what, v.v)
+		return val[float64]{}
+	}
+	return v
+}

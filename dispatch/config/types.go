@@ -1,0 +1,162 @@
+package config
+
+import "time"
+
+// Config is a loaded, validated and resolved configuration. Everything the
+// request path needs is precomputed here (sorted chains, resolved policies,
+// credentials read from the environment) so that serving never re-derives it.
+type Config struct {
+	Listen       string
+	AdminListen  string
+	Region       string
+	MaxBodyBytes int64 // request body limit, default 10 MiB
+
+	Auth      Auth
+	Admin     Admin
+	Telemetry Telemetry
+
+	Channels []*Channel          // file order
+	Models   []*Model            // file order
+	channels map[string]*Channel // by id
+	models   map[string]*Model   // by public name
+}
+
+// Channel returns the channel with the given id, or nil. On a Config built
+// in code rather than by Parse (tests of other packages) the index is empty,
+// so it falls back to a scan of Channels.
+func (c *Config) Channel(id string) *Channel {
+	if c.channels != nil {
+		return c.channels[id]
+	}
+	for _, ch := range c.Channels {
+		if ch.ID == id {
+			return ch
+		}
+	}
+	return nil
+}
+
+// Model returns the public model with the given name, or nil. Like Channel,
+// it scans Models when the Config was not built by Parse.
+func (c *Config) Model(name string) *Model {
+	if c.models != nil {
+		return c.models[name]
+	}
+	for _, m := range c.Models {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Auth is the client authentication of the main listener.
+type Auth struct {
+	Mode string // "keys" (default) | "none"
+	Keys []Key
+}
+
+// Key is one client key: only the sha256 of the bearer token is stored.
+type Key struct {
+	ID     string
+	SHA256 [32]byte
+}
+
+// Admin configures the admin listener.
+type Admin struct {
+	// BearerToken, when non-empty, is required on every admin endpoint but
+	// /healthz and /readyz. Read from the env var named by token_env.
+	BearerToken string
+}
+
+// Telemetry configures what hopgate records beyond the OTEL_* env vars.
+type Telemetry struct {
+	HealthySampleRatio float64 // share of healthy traces kept; default 1
+	RecordContent      bool    // prompt/completion text on spans; default false
+	FailoverLogSize    int     // entries kept for /admin/failovers; default 200
+	Path               bool    // send X-Hopgate-Path; default true
+}
+
+// Channel is one upstream endpoint.
+type Channel struct {
+	ID        string
+	Provider  string // "openai"
+	BaseURL   string // without trailing slash, e.g. https://api.openai.com/v1
+	APIKeyEnv string
+	APIKey    string // resolved at load from APIKeyEnv; never logged
+	Region    string
+	Prefill   bool
+	Retries   int     // same-channel retries, from policy unless set on the channel
+	Breaker   Breaker // resolved breaker policy of this channel
+	Line      int     // line of the channel in the config file
+}
+
+// Breaker is a resolved breaker policy (DESIGN.md §2 L1).
+type Breaker struct {
+	Mode        string        // "count" | "rate"
+	Window      time.Duration // count: sliding window (5m); rate: rolling window (60s)
+	Failures    int           // count: failures that open (3)
+	Cooldown    time.Duration // open duration before the half-open trial (60s)
+	Threshold   float64       // rate: error rate that opens (0.25)
+	MinRequests int           // rate: minimum requests in the window (10)
+}
+
+// Model is a public model name and its chain.
+type Model struct {
+	Name            string
+	Chain           []Entry // sorted by price, cheapest first; ties keep file order; len ≤ 3
+	Policy          Policy  // resolved: global policy < profile < model policy
+	FallbackModels  []string
+	ContextFallback string
+	Operations      []string // operations served; default ["chat"]
+	Line            int
+}
+
+// Entry is one chain entry.
+type Entry struct {
+	Channel       *Channel
+	UpstreamModel string
+	Price         Price
+	Prefill       bool // channel's prefill unless overridden on the entry
+}
+
+// Price is USD per 1M tokens.
+type Price struct {
+	Input  float64
+	Output float64
+}
+
+// Total is the sort key of a chain entry.
+func (p Price) Total() float64 { return p.Input + p.Output }
+
+// Policy is a fully resolved per-model policy (DESIGN.md §2 defaults and
+// profiles; explicitly set keys win over their profile).
+type Policy struct {
+	Profile           string        // "default" | "chat"
+	RetryAfterMax     time.Duration // 5s
+	HeaderTimeout     time.Duration // 240s (chat: 8s)
+	GateTimeout       time.Duration // 30s (chat: 8s)
+	GateOnTimeout     string        // "commit" (chat: "failover")
+	StreamIdleTimeout time.Duration // 0 = off (chat: 30s)
+	ChainDeadline     time.Duration // 0 = off (chat: 12s)
+	MidStream         string        // "error" | "resume"
+	DegradedMode      string        // "error" | "message"
+	DegradedMessage   string        // content of the marked 200 message
+}
+
+// Policy and mode values.
+const (
+	ProfileDefault    = "default"
+	ProfileChat       = "chat"
+	BreakerCount      = "count"
+	BreakerRate       = "rate"
+	OnTimeoutCommit   = "commit"
+	OnTimeoutFailover = "failover"
+	MidStreamError    = "error"
+	MidStreamResume   = "resume"
+	DegradedError     = "error"
+	DegradedMessage   = "message"
+	AuthKeys          = "keys"
+	AuthNone          = "none"
+	ChainMax          = 3 // ROUTING_CHAIN_MAX
+)

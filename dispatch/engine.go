@@ -1,0 +1,225 @@
+package dispatch
+
+import (
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hopgate/hopgate/dispatch/breaker"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/reqbody"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// Errors used as cancellation causes, so a hop can tell why its context ended.
+var (
+	errHeaderTimeout = errors.New("header timeout: no response headers in time")
+	errChainDeadline = errors.New("chain deadline exceeded before an answer was committed")
+	errIdleTimeout   = errors.New("stream idle timeout: upstream stalled")
+	errGateTimeout   = errors.New("stream gate timeout: nothing decisive in time")
+)
+
+// Limits that bound memory per request.
+const (
+	// DefaultMaxFrame bounds one upstream SSE frame.
+	DefaultMaxFrame = 1 << 20
+	// DefaultMaxHeld bounds what the stream gate holds before commit.
+	DefaultMaxHeld = 1 << 20
+	// DefaultMaxErrorBody bounds an upstream error body we read and pass on.
+	DefaultMaxErrorBody = 1 << 20
+	// DefaultMaxResponseBody bounds a non-streaming upstream body (images in
+	// base64 are large; anything beyond this is classified as a failed hop).
+	DefaultMaxResponseBody = 256 << 20
+)
+
+// Options configure an Engine. Every field has a working nil default.
+type Options struct {
+	// Clock drives every timer of the request path (header timeout, gate
+	// timeout, idle timeout, chain deadline, backoff) and the breakers.
+	// Nil: the real clock.
+	Clock clockwork.Clock
+	// Transport sends hops upstream. Nil: NewTransport().
+	Transport http.RoundTripper
+	// Breakers is the process-wide breaker registry. Nil: a new one driven
+	// by Clock, whose transitions feed Telemetry.
+	Breakers *breaker.Set
+	// Telemetry receives spans, metrics and failover paths. Nil: telemetry.Noop().
+	Telemetry *telemetry.Telemetry
+	// Logger receives one line per request. Nil: slog.Default().
+	Logger *slog.Logger
+	// Version is sent upstream in User-Agent.
+	Version string
+	// Jitter returns a number in [0,1) for backoff jitter. Nil: math/rand/v2.
+	Jitter func() float64
+	// MaxFrame and MaxHeld override the SSE frame and gate-hold limits.
+	MaxFrame, MaxHeld int
+}
+
+// Engine applies the four layers to requests. One Engine serves the whole
+// process; it is safe for concurrent use.
+type Engine struct {
+	clock     clockwork.Clock
+	client    *http.Client
+	breakers  *breaker.Set
+	tel       *telemetry.Telemetry
+	log       *slog.Logger
+	userAgent string
+	jitter    func() float64
+	maxFrame  int
+	maxHeld   int
+}
+
+// New builds an Engine.
+func New(o Options) *Engine {
+	e := &Engine{
+		clock:     o.Clock,
+		tel:       o.Telemetry,
+		log:       o.Logger,
+		userAgent: "hopgate/" + o.Version,
+		jitter:    o.Jitter,
+		maxFrame:  o.MaxFrame,
+		maxHeld:   o.MaxHeld,
+	}
+	if e.clock == nil {
+		e.clock = clockwork.NewRealClock()
+	}
+	if e.tel == nil {
+		e.tel = telemetry.Noop()
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if o.Version == "" {
+		e.userAgent = "hopgate"
+	}
+	if e.jitter == nil {
+		e.jitter = rand.Float64
+	}
+	if e.maxFrame <= 0 {
+		e.maxFrame = DefaultMaxFrame
+	}
+	if e.maxHeld <= 0 {
+		e.maxHeld = DefaultMaxHeld
+	}
+	tr := o.Transport
+	if tr == nil {
+		tr = NewTransport()
+	}
+	e.client = &http.Client{
+		Transport: tr,
+		// Never follow a redirect: an upstream must not be able to send
+		// hopgate (and the channel credential) to another host.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	e.breakers = o.Breakers
+	if e.breakers == nil {
+		e.breakers = breaker.NewSet(breaker.WithClock(e.clock))
+	}
+	return e
+}
+
+// NewTransport is the upstream transport: keep-alive pools sized for a
+// gateway, bounded dial and TLS handshake, no transparent compression (the
+// gate must read the bytes the provider sent), no response header timeout
+// (L4 is ours, per model).
+func NewTransport() *http.Transport {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    256,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+}
+
+// Breakers exposes the registry (admin page, metrics callback).
+func (e *Engine) Breakers() *breaker.Set { return e.breakers }
+
+// Clock is the engine's clock.
+func (e *Engine) Clock() clockwork.Clock { return e.clock }
+
+// BreakerPolicy converts a resolved channel policy.
+func BreakerPolicy(b config.Breaker) breaker.Policy {
+	p := breaker.Policy{
+		Window:      b.Window,
+		Failures:    b.Failures,
+		Cooldown:    b.Cooldown,
+		Threshold:   b.Threshold,
+		MinRequests: b.MinRequests,
+	}
+	if b.Mode == config.BreakerRate {
+		p.Mode = breaker.RateMode
+	}
+	return p
+}
+
+// breakerFor returns the channel's breaker, created on first use.
+func (e *Engine) breakerFor(ch *config.Channel) *breaker.Breaker {
+	return e.breakers.Get(ch.ID, BreakerPolicy(ch.Breaker))
+}
+
+// BreakerObservations feeds the hopgate_breaker_state gauge for every
+// channel of cfg (channels never used yet report closed).
+func (e *Engine) BreakerObservations(cfg *config.Config) []telemetry.BreakerObservation {
+	out := make([]telemetry.BreakerObservation, 0, len(cfg.Channels))
+	for _, ch := range cfg.Channels {
+		out = append(out, telemetry.BreakerObservation{
+			Channel:       ch.ID,
+			ChannelRegion: ch.Region,
+			State:         int(e.breakerFor(ch).State()),
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Channel < out[j].Channel })
+	return out
+}
+
+// Request is one client request, authenticated and resolved by package api.
+type Request struct {
+	Config    *config.Config
+	Model     *config.Model
+	Operation string // config operation name, e.g. "chat"
+	// Path is appended to the channel base URL, e.g. "/chat/completions".
+	Path string
+	// Body is the client body as received; only the model field is rewritten.
+	Body   []byte
+	Fields reqbody.Fields
+	// ContentType of the body (multipart uploads keep their boundary).
+	ContentType string
+	// Raw bodies (multipart, binary) are sent as they are, model untouched.
+	Raw bool
+	// Tenant is the client key id (span attribute only, never a metric label).
+	Tenant string
+	// Streaming responses are SSE (chat, completions, responses with stream:true).
+	Stream bool
+	// Events selects the frame classifier: chat-style chunks or Responses events.
+	Events EventStyle
+}
+
+// EventStyle selects how the gate reads frames.
+type EventStyle int
+
+const (
+	ChatEvents EventStyle = iota
+	ResponsesEvents
+)
+
+// Result summarises a served request (for the access log line and tests).
+type Result struct {
+	Outcome     string
+	Status      int
+	Path        string
+	ServedModel string
+	Attempts    int
+}

@@ -1,0 +1,202 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hopgate/hopgate/dispatch"
+	"github.com/hopgate/hopgate/dispatch/admin"
+	"github.com/hopgate/hopgate/dispatch/api"
+	"github.com/hopgate/hopgate/dispatch/breaker"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// Options configure a Gateway; zero values are production defaults.
+type Options struct {
+	Version string
+	Logger  *slog.Logger
+	// Telemetry overrides the OTEL_*-driven setup (tests pass recorders).
+	Telemetry *telemetry.Telemetry
+	// Clock drives every timer of the request path (tests pass a fake).
+	Clock clockwork.Clock
+	// Transport overrides the upstream transport.
+	Transport http.RoundTripper
+	// DrainTimeout bounds the wait for in-flight requests (streams
+	// included) on Shutdown. Default 30 s.
+	DrainTimeout time.Duration
+}
+
+// Gateway is a running hopgate: main and admin listeners over one engine.
+type Gateway struct {
+	opts    Options
+	log     *slog.Logger
+	tel     *telemetry.Telemetry
+	ownTel  bool
+	engine  *dispatch.Engine
+	api     *api.Server
+	admin   *admin.Server
+	main    *http.Server
+	adm     *http.Server
+	mainLn  net.Listener
+	adminLn net.Listener
+	wg      sync.WaitGroup
+	errs    chan error
+}
+
+// Start loads nothing itself: it binds the listeners of cfg and serves.
+func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error) {
+	g := &Gateway{opts: o, log: o.Logger, tel: o.Telemetry, errs: make(chan error, 2)}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if g.opts.DrainTimeout <= 0 {
+		g.opts.DrainTimeout = 30 * time.Second
+	}
+	if g.tel == nil {
+		t, err := telemetry.Setup(ctx, telemetry.Options{
+			ServiceVersion:  o.Version,
+			Region:          cfg.Region,
+			HealthyRatio:    cfg.Telemetry.HealthySampleRatio,
+			FailoverLogSize: cfg.Telemetry.FailoverLogSize,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: %w", err)
+		}
+		g.tel, g.ownTel = t, true
+	}
+	clock := o.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	breakers := breaker.NewSet(breaker.WithClock(clock), breaker.WithOnTransition(g.onTransition))
+	g.engine = dispatch.New(dispatch.Options{
+		Clock: clock, Transport: o.Transport, Breakers: breakers,
+		Telemetry: g.tel, Logger: g.log, Version: o.Version,
+	})
+	g.api = api.New(cfg, g.engine, g.tel, g.log)
+	g.tel.Metrics.ObserveBreakers(func() []telemetry.BreakerObservation {
+		return g.engine.BreakerObservations(g.api.Config())
+	})
+	g.admin = &admin.Server{Config: g.api.Config, Engine: g.engine, Telemetry: g.tel}
+
+	var err error
+	if g.mainLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		g.closeTel(ctx)
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	if g.adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+		g.mainLn.Close()
+		g.closeTel(ctx)
+		return nil, fmt.Errorf("admin listen %s: %w", cfg.AdminListen, err)
+	}
+	if cfg.Auth.Mode == config.AuthNone {
+		g.log.Warn("auth.mode is none: any client can use this gateway; for local development only")
+	}
+	g.main = api.NewHTTPServer(cfg.Listen, g.api.Handler(), g.log)
+	g.adm = &http.Server{Handler: g.admin.Handler(), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+	g.serve(g.main, g.mainLn)
+	g.serve(g.adm, g.adminLn)
+	g.admin.SetReady(true)
+	g.log.Info("hopgate serving", slog.String("listen", g.mainLn.Addr().String()),
+		slog.String("admin_listen", g.adminLn.Addr().String()), slog.String("region", cfg.Region),
+		slog.Int("models", len(cfg.Models)), slog.Int("channels", len(cfg.Channels)))
+	return g, nil
+}
+
+func (g *Gateway) serve(s *http.Server, ln net.Listener) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := s.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.errs <- err
+		}
+	}()
+}
+
+// onTransition feeds breaker state changes to metrics and the log.
+func (g *Gateway) onTransition(t breaker.Transition) {
+	region := ""
+	if g.api != nil {
+		if ch := g.api.Config().Channel(t.Name); ch != nil {
+			region = ch.Region
+		}
+	}
+	g.tel.Metrics.BreakerTransition(context.Background(), t.Name, region, t.From.String(), t.To.String())
+	attrs := []any{slog.String("channel", t.Name), slog.String("from", t.From.String()),
+		slog.String("to", t.To.String()), slog.String("reason", t.Reason)}
+	if !t.ReopenAt.IsZero() {
+		attrs = append(attrs, slog.Time("reopen_at", t.ReopenAt))
+	}
+	g.log.Warn("breaker transition", attrs...)
+}
+
+// Addr is the main listener's address; AdminAddr the admin listener's.
+func (g *Gateway) Addr() string      { return g.mainLn.Addr().String() }
+func (g *Gateway) AdminAddr() string { return g.adminLn.Addr().String() }
+
+// Engine exposes the engine (tests, demo).
+func (g *Gateway) Engine() *dispatch.Engine { return g.engine }
+
+// Telemetry exposes the telemetry in use.
+func (g *Gateway) Telemetry() *telemetry.Telemetry { return g.tel }
+
+// Config is the configuration in force.
+func (g *Gateway) Config() *config.Config { return g.api.Config() }
+
+// Errors reports listener failures after start.
+func (g *Gateway) Errors() <-chan error { return g.errs }
+
+// Reload swaps in a new, already validated configuration. Listener
+// addresses cannot change without a restart; breaker state is kept for
+// channels whose breaker policy is unchanged.
+func (g *Gateway) Reload(cfg *config.Config) error {
+	cur := g.api.Config()
+	if cfg.Listen != cur.Listen || cfg.AdminListen != cur.AdminListen {
+		return errors.New("listen and admin_listen cannot change on reload; restart instead")
+	}
+	g.api.SetConfig(cfg)
+	g.log.Info("config reloaded", slog.Int("models", len(cfg.Models)), slog.Int("channels", len(cfg.Channels)))
+	return nil
+}
+
+// Shutdown drains: /readyz turns 503 so load balancers stop sending, new
+// connections are refused, in-flight requests and streams get up to
+// DrainTimeout to finish, then remaining connections are closed. Spans are
+// flushed last.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.admin.SetReady(false)
+	dctx, cancel := context.WithTimeout(ctx, g.opts.DrainTimeout)
+	defer cancel()
+	err := g.main.Shutdown(dctx)
+	if err != nil {
+		g.log.Warn("drain timeout: closing remaining connections", slog.Any("error", err))
+		_ = g.main.Close()
+	}
+	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer acancel()
+	_ = g.adm.Shutdown(actx)
+	g.wg.Wait()
+	g.closeTel(actx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil // drained as far as the grace period allowed: a clean exit
+	}
+	return err
+}
+
+func (g *Gateway) closeTel(ctx context.Context) {
+	if g.ownTel {
+		if err := g.tel.Shutdown(ctx); err != nil {
+			g.log.Warn("telemetry shutdown", slog.Any("error", err))
+		}
+	}
+}

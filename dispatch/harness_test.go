@@ -1,0 +1,201 @@
+package dispatch_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/dispatch"
+	"github.com/hopgate/hopgate/dispatch/api"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// harness is a real gateway (real listeners, real HTTP) in front of real
+// fake providers, with every gateway timer on a fake clock.
+type harness struct {
+	t        *testing.T
+	clock    *clockwork.FakeClock // the gateway's clock
+	upClock  *clockwork.FakeClock // the providers' clock (flap, slow first token)
+	ups      map[string]*upstream.Server
+	cfg      *config.Config
+	engine   *dispatch.Engine
+	gw       *httptest.Server
+	spans    *tracetest.InMemoryExporter
+	tel      *telemetry.Telemetry
+	channels []string
+}
+
+// channelEnv is the credential every fake channel expects.
+const channelKey = "sk-channel-secret-0123456789"
+
+// newHarness starts one fake provider per channel id and a gateway whose
+// config is cfgYAML with {{url:ID}} replaced by that provider's base URL.
+func newHarness(t *testing.T, cfgYAML string, channels ...string) *harness {
+	t.Helper()
+	h := &harness{
+		t:        t,
+		clock:    clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)),
+		upClock:  clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)),
+		ups:      map[string]*upstream.Server{},
+		channels: channels,
+	}
+	for _, id := range channels {
+		u := upstream.New(upstream.Options{Clock: h.upClock, Name: id, APIKey: channelKey})
+		srv := httptest.NewServer(u)
+		t.Cleanup(func() { u.Close(); srv.Close() })
+		h.ups[id] = u
+		cfgYAML = strings.ReplaceAll(cfgYAML, "{{url:"+id+"}}", srv.URL+"/v1")
+	}
+	getenv := func(k string) (string, bool) {
+		if k == "CHANNEL_KEY" {
+			return channelKey, true
+		}
+		return "", false
+	}
+	cfg, err := config.Parse([]byte(cfgYAML), getenv)
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, cfgYAML)
+	}
+	h.cfg = cfg
+	h.spans = tracetest.NewInMemoryExporter()
+	tel, err := telemetry.Setup(context.Background(), telemetry.Options{
+		Region: cfg.Region, HealthyRatio: 1, SpanExporter: h.spans,
+		Getenv: func(string) string { return "" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.tel = tel
+	h.engine = dispatch.New(dispatch.Options{Clock: h.clock, Telemetry: tel, Jitter: func() float64 { return 0 }})
+	srv := api.New(cfg, h.engine, tel, slog.New(slog.DiscardHandler))
+	h.gw = httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		h.gw.Close()
+		_ = tel.Shutdown(context.Background())
+	})
+	return h
+}
+
+// twoChannels is the common shape: a cheap channel "a" and a dearer "b".
+func twoChannels(upA, upB, extra string) string {
+	return fmt.Sprintf(`
+region: test-1
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY, region: r-a}
+  - {id: b, base_url: "{{url:b}}", api_key_env: CHANNEL_KEY, region: r-b}
+models:
+  - name: m
+    chain:
+      - {channel: b, upstream_model: %q, price: {input: 2, output: 2}}
+      - {channel: a, upstream_model: %q, price: {input: 1, output: 1}}
+%s`, upB, upA, extra)
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// post sends a chat completion through the gateway and reads the whole reply.
+func (h *harness) post(body string) reply {
+	h.t.Helper()
+	return h.postCtx(context.Background(), body, nil)
+}
+
+func (h *harness) postCtx(ctx context.Context, body string, hdr map[string]string) reply {
+	h.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.gw.URL+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("gateway request: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil && ctx.Err() == nil {
+		h.t.Fatalf("reading gateway reply: %v", err)
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// async runs post in a goroutine, for tests that must move the clock while
+// the request waits.
+func (h *harness) async(body string) <-chan reply {
+	ch := make(chan reply, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, h.gw.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			ch <- reply{status: -1, body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		ch <- reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	}()
+	return ch
+}
+
+// waitTimers blocks until the gateway clock has at least n timers waiting.
+func (h *harness) waitTimers(n int) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, n); err != nil {
+		h.t.Fatalf("gateway never armed %d timers", n)
+	}
+}
+
+func (h *harness) attempts(channel, model string) int { return h.ups[channel].Attempts(model) }
+
+func chat(stream bool) string {
+	return fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream)
+}
+
+// sseData returns the data payloads of an SSE body, in order.
+func sseData(body string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// streamText concatenates the delta contents of an SSE chat stream.
+func streamText(body string) string {
+	var b strings.Builder
+	for _, d := range sseData(body) {
+		i := strings.Index(d, `"content":"`)
+		if i < 0 {
+			continue
+		}
+		rest := d[i+len(`"content":"`):]
+		j := strings.IndexByte(rest, '"')
+		b.WriteString(rest[:j])
+	}
+	return b.String()
+}

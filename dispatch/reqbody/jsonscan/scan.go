@@ -1,0 +1,551 @@
+package jsonscan
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// MaxDepth is the nesting limit of encoding/json (maxNestingDepth): a document
+// nested deeper is invalid there, so it is invalid here too.
+const MaxDepth = 10000
+
+// plain[c] is true for bytes that may appear unescaped inside a string and need
+// no further inspection: everything but '"', '\\' and control characters.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// SkipWS returns the index of the first non-whitespace byte at or after i.
+func SkipWS(b []byte, i int) int {
+	for i < len(b) && isWS(b[i]) {
+		i++
+	}
+	return i
+}
+
+// Valid reports whether b is exactly one JSON value surrounded by optional
+// whitespace, like encoding/json.Valid.
+func Valid(b []byte) bool {
+	i := SkipWS(b, 0)
+	if i >= len(b) {
+		return false
+	}
+	end := Value(b, i)
+	return end >= 0 && SkipWS(b, end) == len(b)
+}
+
+// String scans the string literal starting at b[i] == '"'. It returns the index
+// just after the closing quote and whether the literal contains a backslash
+// escape, or -1 if the literal is invalid or unterminated.
+func String(b []byte, i int) (end int, escaped bool) {
+	if i >= len(b) || b[i] != '"' {
+		return -1, false
+	}
+	i++
+	for {
+		for i+8 <= len(b) && plain[b[i]] && plain[b[i+1]] && plain[b[i+2]] && plain[b[i+3]] &&
+			plain[b[i+4]] && plain[b[i+5]] && plain[b[i+6]] && plain[b[i+7]] {
+			i += 8
+		}
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return -1, false
+		}
+		switch b[i] {
+		case '"':
+			return i + 1, escaped
+		case '\\':
+			escaped = true
+			if i+1 >= len(b) {
+				return -1, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return -1, false
+				}
+				i += 6
+			default:
+				return -1, false
+			}
+		default: // control character
+			return -1, false
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func number(b []byte, i int) int {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return -1
+	case b[i] == '0':
+		i++
+	case '1' <= b[i] && b[i] <= '9':
+		i++
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	default:
+		return -1
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || !isDigit(b[i]) {
+			return -1
+		}
+		for i < len(b) && isDigit(b[i]) {
+			i++
+		}
+	}
+	return i
+}
+
+func literal(b []byte, i int, lit string) int {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return -1
+	}
+	return i + len(lit)
+}
+
+// Value validates the JSON value starting at b[i] (which must not be
+// whitespace) and returns the index just after it, or -1 if it is invalid.
+func Value(b []byte, i int) int { return value(b, i, MaxDepth) }
+
+func value(b []byte, i, maxDepth int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch c := b[i]; {
+	case c == '{' || c == '[':
+		return container(b, i, maxDepth)
+	case c == '"':
+		i, _ = String(b, i)
+		return i
+	case c == 't':
+		return literal(b, i, "true")
+	case c == 'f':
+		return literal(b, i, "false")
+	case c == 'n':
+		return literal(b, i, "null")
+	case c == '-' || isDigit(c):
+		return number(b, i)
+	}
+	return -1
+}
+
+// container is iterative so hostile nesting costs neither stack nor heap: one
+// bit per open container records whether it is an object.
+func container(b []byte, i, maxDepth int) int {
+	var isObj [MaxDepth/64 + 1]uint64
+	depth := 0
+	for {
+		// Expect a value at i.
+		if i >= len(b) {
+			return -1
+		}
+		switch c := b[i]; {
+		case c == '{' || c == '[':
+			depth++
+			if depth > maxDepth {
+				return -1
+			}
+			w, bit := (depth-1)/64, uint64(1)<<((depth-1)%64)
+			i = SkipWS(b, i+1)
+			if c == '{' {
+				isObj[w] |= bit
+				if i < len(b) && b[i] == '}' {
+					i++
+					depth--
+					break
+				}
+				if i = key(b, i); i < 0 {
+					return -1
+				}
+				continue
+			}
+			isObj[w] &^= bit
+			if i < len(b) && b[i] == ']' {
+				i++
+				depth--
+				break
+			}
+			continue
+		case c == '"':
+			if i, _ = String(b, i); i < 0 {
+				return -1
+			}
+		case c == 't':
+			i = literal(b, i, "true")
+		case c == 'f':
+			i = literal(b, i, "false")
+		case c == 'n':
+			i = literal(b, i, "null")
+		case c == '-' || isDigit(c):
+			i = number(b, i)
+		default:
+			return -1
+		}
+		if i < 0 {
+			return -1
+		}
+		// After a value: close containers or move to the next element.
+		for {
+			if depth == 0 {
+				return i
+			}
+			i = SkipWS(b, i)
+			if i >= len(b) {
+				return -1
+			}
+			obj := isObj[(depth-1)/64]&(uint64(1)<<((depth-1)%64)) != 0
+			c := b[i]
+			if c == ',' {
+				i = SkipWS(b, i+1)
+				if obj {
+					if i = key(b, i); i < 0 {
+						return -1
+					}
+				}
+				break
+			}
+			if obj && c == '}' || !obj && c == ']' {
+				i++
+				depth--
+				continue
+			}
+			return -1
+		}
+	}
+}
+
+// key scans `"name" :` plus following whitespace and returns the index of the
+// member value.
+func key(b []byte, i int) int {
+	i, _ = String(b, i)
+	if i < 0 {
+		return -1
+	}
+	i = SkipWS(b, i)
+	if i >= len(b) || b[i] != ':' {
+		return -1
+	}
+	return SkipWS(b, i+1)
+}
+
+// Object iterates the members of an object, validating as it goes.
+type Object struct {
+	b     []byte
+	i     int
+	n     int
+	end   int
+	depth int
+	state uint8 // 0 running, 1 done, 2 invalid
+}
+
+// Members starts iterating the object whose '{' is at b[i].
+func Members(b []byte, i int) Object {
+	o := Object{b: b, i: i + 1, depth: MaxDepth - 1}
+	if i >= len(b) || b[i] != '{' {
+		o.state = 2
+	}
+	return o
+}
+
+// Next returns the next member: the raw key bytes between the quotes (still
+// escaped if escaped is true) and the value span b[vs:ve]. ok is false at the
+// end of the object or on invalid input; see Err.
+func (o *Object) Next() (key []byte, escaped bool, vs, ve int, ok bool) {
+	if o.state != 0 {
+		return nil, false, 0, 0, false
+	}
+	b := o.b
+	i := SkipWS(b, o.i)
+	if i < len(b) && b[i] == '}' {
+		o.end, o.state = i+1, 1
+		return nil, false, 0, 0, false
+	}
+	if o.n > 0 {
+		if i >= len(b) || b[i] != ',' {
+			o.state = 2
+			return nil, false, 0, 0, false
+		}
+		i = SkipWS(b, i+1)
+	}
+	ke, esc := String(b, i)
+	if ke < 0 {
+		o.state = 2
+		return nil, false, 0, 0, false
+	}
+	j := SkipWS(b, ke)
+	if j >= len(b) || b[j] != ':' {
+		o.state = 2
+		return nil, false, 0, 0, false
+	}
+	vs = SkipWS(b, j+1)
+	ve = value(b, vs, o.depth)
+	if ve < 0 {
+		o.state = 2
+		return nil, false, 0, 0, false
+	}
+	o.i = ve
+	o.n++
+	return b[i+1 : ke-1], esc, vs, ve, true
+}
+
+// Err reports whether iteration stopped on invalid input.
+func (o *Object) Err() bool { return o.state == 2 }
+
+// End is the index just after the closing '}' once Next returned false
+// without error.
+func (o *Object) End() int { return o.end }
+
+// Len is the number of members seen so far.
+func (o *Object) Len() int { return o.n }
+
+// Array iterates the elements of an array, validating as it goes.
+type Array struct {
+	b     []byte
+	i     int
+	n     int
+	end   int
+	state uint8
+}
+
+// Elements starts iterating the array whose '[' is at b[i].
+func Elements(b []byte, i int) Array {
+	a := Array{b: b, i: i + 1}
+	if i >= len(b) || b[i] != '[' {
+		a.state = 2
+	}
+	return a
+}
+
+// Next returns the span b[vs:ve] of the next element.
+func (a *Array) Next() (vs, ve int, ok bool) {
+	if a.state != 0 {
+		return 0, 0, false
+	}
+	b := a.b
+	i := SkipWS(b, a.i)
+	if i < len(b) && b[i] == ']' {
+		a.end, a.state = i+1, 1
+		return 0, 0, false
+	}
+	if a.n > 0 {
+		if i >= len(b) || b[i] != ',' {
+			a.state = 2
+			return 0, 0, false
+		}
+		i = SkipWS(b, i+1)
+	}
+	ve = value(b, i, MaxDepth-1)
+	if ve < 0 {
+		a.state = 2
+		return 0, 0, false
+	}
+	a.i = ve
+	a.n++
+	return i, ve, true
+}
+
+// Err reports whether iteration stopped on invalid input.
+func (a *Array) Err() bool { return a.state == 2 }
+
+// End is the index just after the closing ']'.
+func (a *Array) End() int { return a.end }
+
+// Len is the number of elements seen so far.
+func (a *Array) Len() int { return a.n }
+
+// Unquote appends the decoded content of a string literal to dst; raw is the
+// validated literal without its quotes. Like encoding/json, invalid UTF-8 and
+// unpaired surrogates become U+FFFD.
+func Unquote(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\' && i+1 < len(raw):
+			switch e := raw[i+1]; e {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				r := hex4(raw[i+2:])
+				i += 6
+				if utf16.IsSurrogate(r) {
+					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+						if dec := utf16.DecodeRune(r, hex4(raw[i+2:])); dec != utf8.RuneError {
+							i += 6
+							dst = utf8.AppendRune(dst, dec)
+							continue
+						}
+					}
+					r = utf8.RuneError
+				}
+				dst = utf8.AppendRune(dst, r)
+				continue
+			default: // '"', '\\', '/'
+				dst = append(dst, e)
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			j := i + 1
+			for j < len(raw) && raw[j] < utf8.RuneSelf && raw[j] != '\\' {
+				j++
+			}
+			dst = append(dst, raw[i:j]...)
+			i = j
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = utf8.AppendRune(dst, utf8.RuneError)
+			} else {
+				dst = append(dst, raw[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return dst
+}
+
+func hex4(b []byte) rune {
+	if len(b) < 4 {
+		return utf8.RuneError
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return utf8.RuneError
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+// KeyIs reports whether the raw key (as returned by Object.Next) decodes to
+// want. With fold, ASCII case is ignored, which is how encoding/json (v1)
+// matches struct fields: upstreams written in Go see "Model" as "model".
+func KeyIs(raw []byte, escaped bool, want string, fold bool) bool {
+	if escaped {
+		if len(raw) > 6*len(want)+6 {
+			return false
+		}
+		var tmp [128]byte
+		raw = Unquote(tmp[:0], raw)
+	}
+	if len(raw) != len(want) {
+		return false
+	}
+	if !fold {
+		return string(raw) == want
+	}
+	for i := range len(raw) {
+		a, b := raw[i], want[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendQuote appends s as a JSON string literal. Invalid UTF-8 becomes
+// U+FFFD and U+2028/U+2029 are escaped, as encoding/json does.
+func AppendQuote(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

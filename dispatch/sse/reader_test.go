@@ -1,0 +1,316 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+type wantFrame struct {
+	raw     string
+	event   string
+	data    string
+	hasData bool
+}
+
+func (w wantFrame) String() string {
+	return fmt.Sprintf("{raw=%q event=%q data=%q hasData=%v}", w.raw, w.event, w.data, w.hasData)
+}
+
+var readerCases = []struct {
+	name   string
+	in     string
+	frames []wantFrame
+	err    error // error returned with/after the last frame
+}{
+	// The common case: OpenAI chat chunks, LF endings, [DONE].
+	{"openai chat", "data: {\"a\":1}\n\ndata: [DONE]\n\n", []wantFrame{
+		{"data: {\"a\":1}\n\n", "", `{"a":1}`, true},
+		{"data: [DONE]\n\n", "", "[DONE]", true},
+	}, io.EOF},
+	// Some providers (and Windows proxies) send CRLF; Raw must keep it.
+	{"crlf", "event: ping\r\ndata: x\r\n\r\n", []wantFrame{{"event: ping\r\ndata: x\r\n\r\n", "ping", "x", true}}, io.EOF},
+	// Lone CR is a valid line ending per the spec.
+	{"lone cr", "data: a\rdata: b\r\rdata: c\r\r", []wantFrame{
+		{"data: a\rdata: b\r\r", "", "a\nb", true},
+		{"data: c\r\r", "", "c", true},
+	}, io.EOF},
+	// CR then CRLF: the blank line is "\r\n", which must stay in this frame.
+	{"cr then crlf", "data: a\r\r\ndata: b\n\n", []wantFrame{
+		{"data: a\r\r\n", "", "a", true},
+		{"data: b\n\n", "", "b", true},
+	}, io.EOF},
+	// Multi-line data is joined with LF; only one leading space is stripped.
+	{"multiline data", "data:  two\ndata:none\ndata\n\n", []wantFrame{{"data:  two\ndata:none\ndata\n\n", "", " two\nnone\n", true}}, io.EOF},
+	// Keep-alive comments are frames of their own with no data.
+	{"comment", ": keep-alive\n\n", []wantFrame{{": keep-alive\n\n", "", "", false}}, io.EOF},
+	// Responses API style: event line plus data; the last event wins; id/retry ignored.
+	{"event id retry", "event: a\nid: 7\nretry: 100\nevent: response.completed\ndata: {}\n\n", []wantFrame{
+		{"event: a\nid: 7\nretry: 100\nevent: response.completed\ndata: {}\n\n", "response.completed", "{}", true},
+	}, io.EOF},
+	// A field without a colon is a field name with an empty value.
+	{"field without colon", "event\ndata\n\n", []wantFrame{{"event\ndata\n\n", "", "", true}}, io.EOF},
+	// Unknown fields are ignored but kept in Raw.
+	{"unknown field", "foo: bar\ndata: x\n\n", []wantFrame{{"foo: bar\ndata: x\n\n", "", "x", true}}, io.EOF},
+	// A UTF-8 BOM at stream start is dropped (the spec strips it).
+	{"bom", "\xEF\xBB\xBFdata: x\n\n", []wantFrame{{"data: x\n\n", "", "x", true}}, io.EOF},
+	// A BOM later in the stream is just bytes.
+	{"bom later", "data: x\n\n\xEF\xBB\xBFdata: y\n\n", []wantFrame{
+		{"data: x\n\n", "", "x", true},
+		{"\xEF\xBB\xBFdata: y\n\n", "", "", false},
+	}, io.EOF},
+	// Extra blank lines between frames come back as empty frames so forwarding stays byte-identical.
+	{"extra blank line", "data: x\n\n\n", []wantFrame{
+		{"data: x\n\n", "", "x", true},
+		{"\n", "", "", false},
+	}, io.EOF},
+	// Stream cut mid-frame: the partial frame is returned for classification.
+	{"cut mid frame", "data: x\n\ndata: {\"err", []wantFrame{
+		{"data: x\n\n", "", "x", true},
+		{"data: {\"err", "", "{\"err", true},
+	}, io.ErrUnexpectedEOF},
+	// Ends after a data line but before the blank line: still incomplete.
+	{"missing blank line", "data: x\n", []wantFrame{{"data: x\n", "", "x", true}}, io.ErrUnexpectedEOF},
+	// A trailing CR at EOF is a complete line ending.
+	{"trailing cr at eof", "data: x\r\r", []wantFrame{{"data: x\r\r", "", "x", true}}, io.EOF},
+	// Nothing at all.
+	{"empty", "", nil, io.EOF},
+	// A partial BOM at EOF is data, not lost.
+	{"partial bom at eof", "\xEF\xBB", []wantFrame{{"\xEF\xBB", "", "", false}}, io.ErrUnexpectedEOF},
+}
+
+func readAll(t *testing.T, rd *Reader) ([]wantFrame, error) {
+	t.Helper()
+	var got []wantFrame
+	for {
+		f, err := rd.Next()
+		if len(f.Raw) > 0 {
+			got = append(got, wantFrame{string(f.Raw), f.Event, string(f.Data), f.HasData})
+		}
+		if err != nil {
+			if err == io.ErrUnexpectedEOF {
+				if _, err2 := rd.Next(); err2 != io.EOF {
+					t.Fatalf("after ErrUnexpectedEOF got %v, want io.EOF", err2)
+				}
+			}
+			return got, err
+		}
+	}
+}
+
+func check(t *testing.T, name string, got []wantFrame, err error, frames []wantFrame, wantErr error) {
+	t.Helper()
+	if err != wantErr {
+		t.Fatalf("%s: err = %v, want %v", name, err, wantErr)
+	}
+	if !slices.Equal(got, frames) {
+		t.Fatalf("%s:\n got %v\nwant %v", name, got, frames)
+	}
+}
+
+// Every case must give the same frames however the bytes are split into
+// reads: TCP delivers upstream frames at arbitrary boundaries.
+func TestReader(t *testing.T) {
+	for _, tc := range readerCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readAll(t, NewReader(strings.NewReader(tc.in), 0))
+			check(t, "whole", got, err, tc.frames, tc.err)
+			got, err = readAll(t, NewReader(iotest.OneByteReader(strings.NewReader(tc.in)), 0))
+			check(t, "one byte", got, err, tc.frames, tc.err)
+			got, err = readAll(t, NewReader(iotest.DataErrReader(strings.NewReader(tc.in)), 0))
+			check(t, "data+err", got, err, tc.frames, tc.err)
+			for i := range len(tc.in) {
+				got, err = readAll(t, NewReader(io.MultiReader(strings.NewReader(tc.in[:i]), strings.NewReader(tc.in[i:])), 0))
+				check(t, fmt.Sprintf("split at %d", i), got, err, tc.frames, tc.err)
+			}
+		})
+	}
+}
+
+// A read error mid-frame is returned with the partial frame, and stays.
+func TestReaderReadError(t *testing.T) {
+	boom := errors.New("connection reset")
+	rd := NewReader(io.MultiReader(strings.NewReader("data: a\n\ndata: b"), iotest.ErrReader(boom)), 0)
+	if f, err := rd.Next(); err != nil || string(f.Data) != "a" {
+		t.Fatalf("first frame %q %v", f.Data, err)
+	}
+	f, err := rd.Next()
+	if err != boom || string(f.Data) != "b" {
+		t.Fatalf("partial frame %q %v", f.Data, err)
+	}
+	if _, err := rd.Next(); err != boom {
+		t.Fatalf("sticky error = %v", err)
+	}
+}
+
+type endless struct{ b byte }
+
+func (e endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = e.b
+	}
+	return len(p), nil
+}
+
+// An upstream that never sends a line break must not grow memory past the
+// limit: this is the bounded-memory promise.
+func TestReaderFrameTooLarge(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   io.Reader
+	}{
+		{"endless line", endless{'a'}},
+		{"endless lines without blank", strings.NewReader(strings.Repeat("data: 0123456789\n", 1000))},
+		{"endless CRs split", iotest.OneByteReader(io.MultiReader(strings.NewReader("data: x"), io.LimitReader(endless{'y'}, 5000)))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rd := NewReader(tc.in, 1000)
+			_, err := rd.Next()
+			if !errors.Is(err, ErrFrameTooLarge) {
+				t.Fatalf("err = %v", err)
+			}
+			if cap(rd.buf) > 1001 {
+				t.Fatalf("buffer grew to %d", cap(rd.buf))
+			}
+			if _, err2 := rd.Next(); !errors.Is(err2, ErrFrameTooLarge) {
+				t.Fatalf("second call err = %v", err2)
+			}
+		})
+	}
+}
+
+// A frame of exactly the limit passes; one byte more does not.
+func TestReaderLimitBoundary(t *testing.T) {
+	frame := "data: " + strings.Repeat("x", 92) + "\n\n" // 100 bytes
+	if _, err := NewReader(strings.NewReader(frame), 100).Next(); err != nil {
+		t.Fatalf("exact limit: %v", err)
+	}
+	// Exactly the limit, ending in CR: needs the lookahead byte to know.
+	crFrame := "data: " + strings.Repeat("x", 92) + "\r\r" + "data: y\n\n"
+	rd := NewReader(iotest.OneByteReader(strings.NewReader(crFrame)), 100)
+	if f, err := rd.Next(); err != nil || len(f.Raw) != 100 {
+		t.Fatalf("exact limit CR: %d %v", len(f.Raw), err)
+	}
+	if _, err := NewReader(strings.NewReader("d"+frame), 100).Next(); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("limit+1: %v", err)
+	}
+}
+
+// Pooled readers must not leak state (BOM decision, errors) between streams.
+func TestReaderReset(t *testing.T) {
+	rd := NewReader(strings.NewReader("data: a"), 0)
+	if _, err := rd.Next(); err != io.ErrUnexpectedEOF {
+		t.Fatal(err)
+	}
+	rd.Reset(strings.NewReader("\xEF\xBB\xBFevent: e\ndata: b\n\n"))
+	f, err := rd.Next()
+	if err != nil || f.Event != "e" || string(f.Data) != "b" {
+		t.Fatalf("after reset: %+v %v", f, err)
+	}
+}
+
+// refFrames is a deliberately naive reference: split the whole input into
+// lines first, then group lines into frames.
+func refFrames(in []byte) []wantFrame {
+	in = bytes.TrimPrefix(in, bom)
+	var frames []wantFrame
+	var cur wantFrame
+	var data [][]byte
+	start := 0
+	flush := func(end int) {
+		cur.raw = string(in[start:end])
+		if cur.hasData {
+			cur.data = string(bytes.Join(data, []byte("\n")))
+		}
+		frames = append(frames, cur)
+		cur, data, start = wantFrame{}, nil, end
+	}
+	for i := 0; i < len(in); {
+		j := i
+		for j < len(in) && in[j] != '\r' && in[j] != '\n' {
+			j++
+		}
+		line := in[i:j]
+		if j == len(in) {
+			i = j
+		} else if in[j] == '\r' && j+1 < len(in) && in[j+1] == '\n' {
+			i = j + 2
+		} else {
+			i = j + 1
+		}
+		if len(line) == 0 && j < len(in) {
+			flush(i)
+			continue
+		}
+		if len(line) == 0 || line[0] == ':' {
+			continue
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(name) {
+		case "data":
+			cur.hasData = true
+			data = append(data, value)
+		case "event":
+			cur.event = string(value)
+		}
+	}
+	if start < len(in) {
+		flush(len(in))
+	}
+	return frames
+}
+
+func FuzzReader(f *testing.F) {
+	for _, tc := range readerCases {
+		f.Add([]byte(tc.in), uint16(0))
+	}
+	f.Add([]byte("data: a\r\n\r\ndata: b\r\r\n:c\n\n"), uint16(3))
+	f.Fuzz(func(t *testing.T, in []byte, split uint16) {
+		want := refFrames(in)
+		var src io.Reader = bytes.NewReader(in)
+		if split > 0 && int(split) < len(in) {
+			src = io.MultiReader(bytes.NewReader(in[:split]), iotest.OneByteReader(bytes.NewReader(in[split:])))
+		}
+		rd := NewReader(src, 64)
+		var got []wantFrame
+		for {
+			fr, err := rd.Next()
+			if errors.Is(err, ErrFrameTooLarge) {
+				if cap(rd.buf) > 65 {
+					t.Fatalf("buffer %d", cap(rd.buf))
+				}
+				return
+			}
+			if len(fr.Raw) > 64 {
+				t.Fatalf("frame of %d bytes over limit", len(fr.Raw))
+			}
+			if len(fr.Raw) > 0 {
+				got = append(got, wantFrame{string(fr.Raw), fr.Event, string(fr.Data), fr.HasData})
+			}
+			if err != nil {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("input %q\n got %v\nwant %v", in, got, want)
+		}
+	})
+}
+
+// A limit smaller than a BOM must still make progress, not spin on a full buffer.
+func TestReaderTinyLimit(t *testing.T) {
+	_, err := NewReader(strings.NewReader("\xEF\xBBx"), 1).Next()
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("err = %v", err)
+	}
+	f, err := NewReader(strings.NewReader("\n"), 1).Next()
+	if err != nil || string(f.Raw) != "\n" {
+		t.Fatalf("%q %v", f.Raw, err)
+	}
+}

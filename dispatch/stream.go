@@ -1,0 +1,479 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hopgate/hopgate/dispatch/apierror"
+	"github.com/hopgate/hopgate/dispatch/classify"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/gate"
+	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// frameItem is one upstream frame handed from the reader goroutine to the
+// gate loop. raw and text are owned copies.
+type frameItem struct {
+	raw  []byte
+	info gate.Info
+	text []byte
+	err  error
+}
+
+// frameReader reads and classifies frames in its own goroutine, so the gate
+// loop can wait on frames and timers at once. It stops when the body is
+// closed (the hop's context ends) or stop is closed.
+func (c *call) frameReader(body io.Reader, out chan<- frameItem, stop <-chan struct{}) {
+	rd := sse.NewReader(body, c.e.maxFrame)
+	inspect := gate.InspectChat
+	if c.req.Events == ResponsesEvents {
+		inspect = gate.InspectResponses
+	}
+	for {
+		f, err := rd.Next()
+		var it frameItem
+		if len(f.Raw) > 0 && (err == nil) {
+			it.raw = append([]byte(nil), f.Raw...)
+			it.info = inspect(f)
+			if len(it.info.Text) > 0 {
+				it.text = append([]byte(nil), it.info.Text...)
+			}
+			it.info.Text = nil
+		}
+		it.err = err
+		select {
+		case out <- it:
+		case <-stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// streamState tracks what reached the client after commit.
+type streamState struct {
+	finish      bool // a finish_reason was delivered
+	done        bool // [DONE] was delivered
+	toolCalls   bool
+	usage       gate.Usage
+	model       string
+	malformed   int
+	delivered   []byte // content text delivered (for mid-stream resume)
+	wroteFrames int
+}
+
+// stream runs the L3 gate on an SSE answer, then passes the stream through.
+func (c *call) stream(hopCtx, hctx context.Context, span trace.Span, cancelHop context.CancelCauseFunc,
+	m *config.Model, entry config.Entry, resp *http.Response) hopResult {
+	ch := entry.Channel
+	pol := m.Policy
+	items := make(chan frameItem, 1)
+	stop := make(chan struct{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		c.frameReader(resp.Body, items, stop)
+	}()
+	defer func() {
+		close(stop)
+		cancelHop(nil)
+		_ = resp.Body.Close()
+		<-readerDone
+	}()
+
+	// L3: hold frames until one is decisive.
+	gateStart := c.e.clock.Now()
+	_, gspan := c.e.tel.Tracer.Start(hctx, telemetry.SpanStreamGate, trace.WithSpanKind(trace.SpanKindInternal))
+	var held [][]byte
+	heldBytes := 0
+	st := &streamState{}
+	var gt clockwork.Timer
+	if pol.GateTimeout > 0 {
+		gt = c.e.clock.NewTimer(pol.GateTimeout)
+		defer gt.Stop()
+	}
+	decide := func(decision string) {
+		gspan.SetAttributes(
+			attribute.String(telemetry.AttrGateDecision, decision),
+			attribute.Int(telemetry.AttrGateFramesHeld, len(held)),
+			attribute.Int(telemetry.AttrGateBytesHeld, heldBytes),
+		)
+		if decision != telemetry.GateCommitContent && decision != telemetry.GateCommitTimeout {
+			gspan.SetStatus(codes.Error, decision)
+		}
+		gspan.End()
+		c.e.tel.Metrics.GateDecision(hctx, ch.ID, m.Name, decision, c.e.clock.Since(gateStart))
+	}
+	fail := func(decision, label string) hopResult {
+		decide(decision)
+		span.SetAttributes(attribute.String(telemetry.AttrErrorType, label))
+		return hopResult{class: classify.Retryable, status: resp.StatusCode, label: label}
+	}
+	var gateC <-chan time.Time
+	if gt != nil {
+		gateC = gt.Chan()
+	}
+gateLoop:
+	for {
+		select {
+		case it := <-items:
+			if it.err != nil {
+				if r, ok := c.ctxEnded(hopCtx); ok {
+					decide(telemetry.GateDiscardEOF)
+					return r
+				}
+				return fail(telemetry.GateDiscardEOF, telemetry.ErrTypeStreamEOF)
+			}
+			switch it.info.Kind {
+			case gate.Error:
+				return fail(telemetry.GateDiscardError, telemetry.ErrTypeStreamError)
+			case gate.Done:
+				// [DONE] before anything decisive: an empty answer.
+				return fail(telemetry.GateDiscardEOF, telemetry.ErrTypeStreamEOF)
+			case gate.Malformed:
+				st.malformed++
+				c.e.tel.Metrics.MalformedFrame(hctx, ch.ID, m.Name)
+				continue
+			case gate.Content, gate.Finish:
+				if !c.commitStream(resp, held, it, st) {
+					decide(telemetry.GateCommitContent)
+					return c.lostCommit(hopCtx)
+				}
+				decide(telemetry.GateCommitContent)
+				break gateLoop
+			default: // Hold
+				if it.info.UsageOnly {
+					st.usage = it.info.Usage
+					if !c.req.Fields.IncludeUsage {
+						continue
+					}
+				}
+				if heldBytes+len(it.raw) > c.e.maxHeld {
+					return fail(telemetry.GateDiscardError, "gate_overflow")
+				}
+				held = append(held, it.raw)
+				heldBytes += len(it.raw)
+			}
+		case <-gateC:
+			if pol.GateOnTimeout == config.OnTimeoutFailover {
+				return fail(telemetry.GateFailoverTimeout, telemetry.ErrTypeGateTimeout)
+			}
+			// A slow model is not a broken one: commit what we have.
+			if !c.commitStream(resp, held, frameItem{}, st) {
+				decide(telemetry.GateCommitTimeout)
+				return c.lostCommit(hopCtx)
+			}
+			decide(telemetry.GateCommitTimeout)
+			break gateLoop
+		case <-hopCtx.Done():
+			r, _ := c.ctxEnded(hopCtx)
+			decide(telemetry.GateDiscardEOF)
+			return r
+		}
+	}
+	held = nil
+
+	// After commit: pass frames through, flush per frame, never present a
+	// truncated answer as complete.
+	var idle clockwork.Timer
+	var idleC <-chan time.Time
+	if pol.StreamIdleTimeout > 0 {
+		idle = c.e.clock.NewTimer(pol.StreamIdleTimeout)
+		defer idle.Stop()
+		idleC = idle.Chan()
+	}
+	for {
+		select {
+		case it := <-items:
+			if idle != nil {
+				idle.Reset(pol.StreamIdleTimeout)
+			}
+			if it.err != nil {
+				if c.clientCtx.Err() != nil {
+					return c.clientGone(span)
+				}
+				if errors.Is(it.err, io.EOF) && st.finish {
+					// Complete but without [DONE]: finish it promptly.
+					if !st.done && c.req.Events == ChatEvents {
+						_ = c.writeFrame([]byte("data: [DONE]\n\n"))
+					}
+					return c.streamOK(hctx, span, m, entry, st)
+				}
+				if errors.Is(it.err, io.EOF) && c.req.Events == ResponsesEvents && st.finish {
+					return c.streamOK(hctx, span, m, entry, st)
+				}
+				return c.interrupt(hctx, span, m, entry, st, "upstream stream ended before the answer was complete ("+errString(it.err)+")")
+			}
+			switch it.info.Kind {
+			case gate.Malformed:
+				st.malformed++
+				c.e.tel.Metrics.MalformedFrame(hctx, ch.ID, m.Name)
+				continue
+			case gate.Error:
+				return c.interrupt(hctx, span, m, entry, st, "upstream sent an error after the answer started")
+			}
+			if it.info.UsageOnly {
+				st.usage = it.info.Usage
+				if !c.req.Fields.IncludeUsage && c.req.Events == ChatEvents {
+					continue // we asked for it, the client did not
+				}
+			}
+			if !c.deliver(it, st) {
+				return c.clientGone(span)
+			}
+			if it.info.Kind == gate.Done {
+				st.done = true
+				return c.streamOK(hctx, span, m, entry, st)
+			}
+		case <-idleC:
+			return c.interrupt(hctx, span, m, entry, st, "upstream stream stalled for "+pol.StreamIdleTimeout.String())
+		case <-c.clientCtx.Done():
+			return c.clientGone(span)
+		}
+	}
+}
+
+// commitStream writes the status line, hopgate's headers, the held frames
+// and the decisive frame, then flushes. False if the chain deadline won.
+func (c *call) commitStream(resp *http.Response, held [][]byte, decisive frameItem, st *streamState) bool {
+	if !c.commit() {
+		return false
+	}
+	h := c.w.Header()
+	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer
+	c.setHeadersCommitted(h, "ok")
+	c.w.WriteHeader(http.StatusOK)
+	c.status = http.StatusOK
+	for _, f := range held {
+		if _, err := c.w.Write(f); err != nil {
+			return true
+		}
+		st.wroteFrames++
+	}
+	if decisive.raw != nil {
+		c.deliver(decisive, st)
+		return true
+	}
+	_ = c.rc.Flush()
+	return true
+}
+
+// setHeadersCommitted sets headers at commit time: the path includes the hop
+// being committed (its own step is appended when the hop ends).
+func (c *call) setHeadersCommitted(h http.Header, result string) {
+	c.steps = append(c.steps, telemetry.Step{Channel: c.hopChannel, Result: result})
+	c.setHeaders(h)
+	c.steps = c.steps[:len(c.steps)-1]
+}
+
+// deliver writes one frame and flushes it; false if the client is gone.
+func (c *call) deliver(it frameItem, st *streamState) bool {
+	if it.info.FinishReason {
+		st.finish = true
+	}
+	if it.info.ToolCalls {
+		st.toolCalls = true
+	}
+	if it.info.Model != "" {
+		st.model = it.info.Model
+	}
+	if it.info.Usage.Present {
+		st.usage = it.info.Usage
+	}
+	if len(it.text) > 0 {
+		st.delivered = append(st.delivered, it.text...)
+	}
+	st.wroteFrames++
+	return c.writeFrame(it.raw)
+}
+
+func (c *call) writeFrame(b []byte) bool {
+	if _, err := c.w.Write(b); err != nil {
+		return false
+	}
+	return c.rc.Flush() == nil
+}
+
+// streamOK ends a complete stream.
+func (c *call) streamOK(ctx context.Context, span trace.Span, m *config.Model, entry config.Entry, st *streamState) hopResult {
+	c.recordUsage(ctx, span, m, entry, st.usage, st.model)
+	c.setOutcomeOK()
+	if st.malformed > 0 {
+		span.SetAttributes(attribute.Int(telemetry.AttrStreamDropped, st.malformed))
+	}
+	return hopResult{class: classify.Success, done: true, status: http.StatusOK, label: "ok"}
+}
+
+// interrupt ends a committed stream that cannot be completed: an in-band
+// error frame and no [DONE], so no client mistakes it for a full answer.
+func (c *call) interrupt(ctx context.Context, span trace.Span, m *config.Model, entry config.Entry, st *streamState, why string) hopResult {
+	ch := entry.Channel
+	c.e.tel.Metrics.StreamInterrupted(ctx, ch.ID, m.Name)
+	span.SetAttributes(attribute.String(telemetry.AttrStreamEnd, "interrupted"))
+	if m.Policy.MidStream == config.MidStreamResume && !st.toolCalls {
+		if c.resume(ctx, m, entry, st, why) {
+			return hopResult{class: classify.Retryable, done: true, status: http.StatusOK, label: "cut"}
+		}
+	}
+	frame := apierror.StreamFrame(c.requestID, apierror.StreamInterrupted(
+		"channel "+ch.ID+": "+why+"; the answer above is incomplete"))
+	_ = c.writeFrame(frame)
+	c.outcome = OutcomeInterrupted
+	c.interrupted = true
+	return hopResult{class: classify.Retryable, done: true, status: http.StatusOK, label: "cut"}
+}
+
+// clientGone ends a hop whose client left: no breaker effect.
+func (c *call) clientGone(span trace.Span) hopResult {
+	c.outcome = OutcomeCanceled
+	c.status = 499
+	span.SetAttributes(attribute.String(telemetry.AttrStreamEnd, "client_gone"))
+	return hopResult{class: classify.Canceled, done: true, label: "canceled"}
+}
+
+// ctxEnded classifies a hop whose context ended (client, deadline, timer).
+func (c *call) ctxEnded(hopCtx context.Context) (hopResult, bool) {
+	if hopCtx.Err() == nil {
+		return hopResult{}, false
+	}
+	switch context.Cause(hopCtx) {
+	case errChainDeadline:
+		return hopResult{class: classify.Retryable, label: "deadline", deadline: true}, true
+	}
+	if c.clientCtx.Err() != nil {
+		return hopResult{class: classify.Canceled, label: "canceled"}, true
+	}
+	return hopResult{class: classify.Retryable, label: telemetry.ErrTypeStreamEOF}, true
+}
+
+// lostCommit: the chain deadline fired while this hop was about to commit.
+func (c *call) lostCommit(hopCtx context.Context) hopResult {
+	return hopResult{class: classify.Retryable, label: "deadline", deadline: true}
+}
+
+// buffered handles a non-streaming 200: nothing is committed until the whole
+// body has been read and classified.
+func (c *call) buffered(hopCtx context.Context, span trace.Span, cancelHop context.CancelCauseFunc,
+	m *config.Model, entry config.Entry, resp *http.Response) hopResult {
+	var body io.Reader = resp.Body
+	if d := m.Policy.StreamIdleTimeout; d > 0 {
+		body = &idleReader{r: resp.Body, clock: c.e.clock, d: d, cancel: cancelHop}
+	}
+	b, err := readBounded(body, DefaultMaxResponseBody)
+	if ir, ok := body.(*idleReader); ok {
+		ir.stop()
+	}
+	if err != nil {
+		if r, ok := c.ctxEnded(hopCtx); ok && (r.class != classify.Retryable || r.deadline) {
+			return r
+		}
+		label := telemetry.ErrTypeBodyError
+		if context.Cause(hopCtx) == errIdleTimeout {
+			label = telemetry.ErrTypeIdleTimeout
+		} else if errors.Is(err, io.ErrUnexpectedEOF) {
+			label = "short_body"
+		}
+		span.SetAttributes(attribute.String(telemetry.AttrErrorType, label))
+		return hopResult{class: classify.Retryable, status: resp.StatusCode, label: label}
+	}
+	var info gate.Info
+	if mediaType(resp.Header.Get("Content-Type")) == "application/json" || !c.req.Raw {
+		info = gate.InspectBody(b)
+		switch info.Kind {
+		case gate.Error:
+			span.SetAttributes(attribute.String(telemetry.AttrErrorType, "error_body"))
+			return hopResult{class: classify.Retryable, status: resp.StatusCode, label: "error_body"}
+		case gate.Malformed:
+			span.SetAttributes(attribute.String(telemetry.AttrErrorType, "bad_json"))
+			return hopResult{class: classify.Retryable, status: resp.StatusCode, label: "bad_json"}
+		}
+	}
+	if !c.commit() {
+		return c.lostCommit(hopCtx)
+	}
+	h := c.w.Header()
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	c.setHeadersCommitted(h, "ok")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	c.w.WriteHeader(resp.StatusCode)
+	_, _ = c.w.Write(b)
+	c.status = resp.StatusCode
+	c.recordUsage(hopCtx, span, m, entry, info.Usage, info.Model)
+	c.setOutcomeOK()
+	return hopResult{class: classify.Success, done: true, status: resp.StatusCode, label: "ok"}
+}
+
+func (c *call) setOutcomeOK() {
+	if c.failedOver || len(c.steps) > 0 || c.served != c.req.Model {
+		c.outcome = OutcomeFailoverOK
+	} else {
+		c.outcome = OutcomeOK
+	}
+}
+
+// recordUsage puts token usage and cost on the hop span and metrics. Only
+// the hop that served the answer reports usage.
+func (c *call) recordUsage(ctx context.Context, span trace.Span, m *config.Model, entry config.Entry, u gate.Usage, respModel string) {
+	if respModel != "" {
+		span.SetAttributes(attribute.String(telemetry.AttrGenAIResponseMdl, respModel))
+	}
+	if u.Present {
+		span.SetAttributes(
+			attribute.Int64(telemetry.AttrGenAIInputTokens, u.InputTokens),
+			attribute.Int64(telemetry.AttrGenAIOutputTokens, u.OutputTokens),
+		)
+		cost := (float64(u.InputTokens)*entry.Price.Input + float64(u.OutputTokens)*entry.Price.Output) / 1e6
+		if cost > 0 {
+			c.e.tel.Metrics.Cost(ctx, entry.Channel.ID, m.Name, cost)
+		}
+	}
+	c.e.tel.Metrics.GenAI(ctx, operationName(c.req.Operation), entry.Channel.Provider, entry.UpstreamModel, respModel, "",
+		c.e.clock.Since(c.start), u.InputTokens, u.OutputTokens)
+}
+
+// idleReader cancels the hop when no byte arrives for d.
+type idleReader struct {
+	r      io.Reader
+	clock  clockwork.Clock
+	d      time.Duration
+	cancel context.CancelCauseFunc
+	t      clockwork.Timer
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	if ir.t == nil {
+		ir.t = ir.clock.AfterFunc(ir.d, func() { ir.cancel(errIdleTimeout) })
+	} else {
+		ir.t.Reset(ir.d)
+	}
+	return ir.r.Read(p)
+}
+
+func (ir *idleReader) stop() {
+	if ir.t != nil {
+		ir.t.Stop()
+	}
+}
+
+func errString(err error) string {
+	if errors.Is(err, io.EOF) {
+		return "EOF"
+	}
+	return err.Error()
+}

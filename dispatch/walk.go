@@ -1,0 +1,428 @@
+package dispatch
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hopgate/hopgate/dispatch/apierror"
+	"github.com/hopgate/hopgate/dispatch/breaker"
+	"github.com/hopgate/hopgate/dispatch/classify"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// Request outcomes (hopgate.outcome, the outcome label of hopgate_requests_total).
+const (
+	OutcomeOK          = "ok"
+	OutcomeFailoverOK  = "failover_ok"
+	OutcomeFinalError  = "final_error"
+	OutcomeExhausted   = "exhausted"
+	OutcomeDeadline    = "deadline"
+	OutcomeDegraded    = "degraded"
+	OutcomeCanceled    = "canceled"
+	OutcomeInterrupted = "interrupted"
+)
+
+// commit states of a call: the chain deadline and the first decisive answer
+// race for the right to answer the client; exactly one wins.
+const (
+	stateOpen int32 = iota
+	stateCommitted
+	stateDeadline
+)
+
+// call is the state of one client request while the chain is walked.
+type call struct {
+	e         *Engine
+	w         http.ResponseWriter
+	rc        *http.ResponseController
+	req       *Request
+	clientCtx context.Context // the client's context: cancellation means the client left
+	ctx       context.Context // clientCtx plus the chain deadline
+	start     time.Time
+	requestID string
+
+	state    atomic.Int32
+	steps    []telemetry.Step
+	attempts int
+	// statuses of upstream answers of failed hops; -1 marks a hop without one.
+	statuses    []int
+	served      *config.Model
+	failedOver  bool
+	interrupted bool
+	outcome     string
+	status      int
+	span        trace.Span // the dispatch span
+	hopChannel  string     // channel of the hop in progress
+}
+
+// Serve walks the chain for req and writes exactly one response to w.
+func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Result {
+	c := &call{
+		e:         e,
+		w:         w,
+		rc:        http.NewResponseController(w),
+		req:       req,
+		clientCtx: r.Context(),
+		start:     e.clock.Now(),
+		steps:     make([]telemetry.Step, 0, 4),
+		statuses:  make([]int, 0, 4),
+	}
+	root := trace.SpanFromContext(r.Context())
+	c.requestID = RequestID(r.Context())
+
+	ctx, span := e.tel.Tracer.Start(r.Context(), telemetry.SpanDispatch+" "+req.Model.Name,
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			attribute.String(telemetry.AttrModel, req.Model.Name),
+			attribute.String(telemetry.AttrChain, chainString(req.Model)),
+		))
+	c.span = span
+	if req.Tenant != "" {
+		span.SetAttributes(attribute.String(telemetry.AttrTenant, req.Tenant))
+	}
+
+	// The chain deadline ends the request with the degraded reply unless an
+	// answer was committed first; a committed stream is never cut by it.
+	dctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c.ctx = dctx
+	if d := req.Model.Policy.ChainDeadline; d > 0 {
+		t := e.clock.AfterFunc(d, func() {
+			if c.state.CompareAndSwap(stateOpen, stateDeadline) {
+				cancel(errChainDeadline)
+			}
+		})
+		defer t.Stop()
+	}
+
+	c.run()
+
+	path := telemetry.FormatPath(c.steps)
+	span.SetAttributes(
+		attribute.Int(telemetry.AttrHops, c.attempts),
+		attribute.String(telemetry.AttrOutcome, c.outcome),
+		attribute.String(telemetry.AttrFailoverPath, path),
+	)
+	if c.served != nil {
+		span.SetAttributes(attribute.String(telemetry.AttrServedModel, c.served.Name))
+	}
+	if c.outcome != OutcomeOK && c.outcome != OutcomeFailoverOK {
+		span.SetStatus(codes.Error, c.outcome)
+	}
+	span.End()
+	root.SetAttributes(
+		attribute.String(telemetry.AttrFailoverPath, path),
+		attribute.String(telemetry.AttrOutcome, c.outcome),
+		attribute.String(telemetry.AttrModel, req.Model.Name),
+	)
+	if c.outcome != OutcomeOK && c.outcome != OutcomeFailoverOK && c.outcome != OutcomeFinalError && c.outcome != OutcomeCanceled {
+		root.SetStatus(codes.Error, c.outcome)
+	}
+	e.tel.Metrics.Request(r.Context(), req.Model.Name, req.Operation, c.outcome)
+
+	res := Result{Outcome: c.outcome, Status: c.status, Path: path, Attempts: c.attempts}
+	if c.served != nil {
+		res.ServedModel = c.served.Name
+	}
+	if len(c.steps) > 1 || (c.outcome != OutcomeOK && c.outcome != OutcomeCanceled) {
+		e.tel.Failovers.Add(telemetry.FailoverEntry{
+			Time: c.start, Model: req.Model.Name, ServedModel: res.ServedModel, Path: path,
+			Outcome: c.outcome, Status: c.status, TraceID: c.requestID, Attempts: c.attempts,
+		})
+	}
+	return res
+}
+
+// run walks the model's chain, then its opt-in fallbacks.
+func (c *call) run() {
+	models := make([]*config.Model, 0, 1+len(c.req.Model.FallbackModels))
+	models = append(models, c.req.Model)
+	for _, name := range c.req.Model.FallbackModels {
+		if m := c.req.Config.Model(name); m != nil {
+			models = append(models, m)
+		}
+	}
+	contextFallbackUsed := false
+	var last hopResult
+	for i := 0; i < len(models); i++ {
+		m := models[i]
+		c.served = m
+		res, done := c.walkChain(m)
+		if done {
+			return
+		}
+		last = res
+		if res.class == classify.Final && res.contextLength && m.ContextFallback != "" && !contextFallbackUsed {
+			if fb := c.req.Config.Model(m.ContextFallback); fb != nil {
+				// The request does not fit this model: the model itself
+				// named a larger one. Visible in the answer, never silent.
+				contextFallbackUsed = true
+				models = append(models[:i+1], fb)
+				continue
+			}
+		}
+		if res.class == classify.Final || res.class == classify.Canceled || c.ctx.Err() != nil {
+			break
+		}
+	}
+	c.finish(last)
+}
+
+// walkChain tries one model's chain. done reports that a response has been
+// written (success, final error passthrough, cancellation, or interruption).
+func (c *call) walkChain(m *config.Model) (last hopResult, done bool) {
+	type skipped struct {
+		entry  config.Entry
+		br     *breaker.Breaker
+		reopen time.Time
+	}
+	var skips []skipped
+	hopsTried := 0
+	last.class = classify.Retryable
+	for _, entry := range m.Chain {
+		if c.ctx.Err() != nil {
+			return c.ctxResult(), false
+		}
+		br := c.e.breakerFor(entry.Channel)
+		ticket, ok := br.Allow()
+		if !ok {
+			c.skip(m, entry, br, false)
+			skips = append(skips, skipped{entry, br, br.ReopenAt()})
+			continue
+		}
+		hopsTried++
+		res := c.tryChannel(m, entry, br, ticket)
+		if res.done {
+			return res, true
+		}
+		last = res
+		if res.class != classify.Retryable {
+			return res, false
+		}
+	}
+	if hopsTried == 0 && len(skips) > 0 {
+		// Every channel is open: a fully-open chain must not deadlock. Try
+		// the one whose cooldown ends first, and say so in the trace.
+		best := skips[0]
+		for _, s := range skips[1:] {
+			if s.reopen.Before(best.reopen) {
+				best = s
+			}
+		}
+		c.skip(m, best.entry, best.br, true)
+		res := c.tryChannel(m, best.entry, best.br, best.br.ForceTrial())
+		if res.done {
+			return res, true
+		}
+		last = res
+	}
+	return last, false
+}
+
+// skip records an L1 skip: nothing was sent to the channel.
+func (c *call) skip(m *config.Model, entry config.Entry, br *breaker.Breaker, forced bool) {
+	ch := entry.Channel
+	reopen := br.ReopenAt()
+	attrs := []attribute.KeyValue{
+		attribute.String(telemetry.AttrChannel, ch.ID),
+		attribute.String(telemetry.AttrChannelRegion, ch.Region),
+		attribute.String(telemetry.AttrBreakerState, br.State().String()),
+	}
+	if !reopen.IsZero() {
+		attrs = append(attrs, attribute.String(telemetry.AttrBreakerReopenAt, reopen.UTC().Format(time.RFC3339Nano)))
+	}
+	if forced {
+		attrs = append(attrs, attribute.Bool(telemetry.AttrBreakerForced, true))
+	}
+	_, span := c.e.tel.Tracer.Start(c.ctx, telemetry.SpanBreakerSkip+" "+ch.ID,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	if forced {
+		span.AddEvent("every channel of the chain is open: trying the one whose cooldown ends first")
+	} else {
+		c.steps = append(c.steps, telemetry.Step{Channel: ch.ID, Result: "open"})
+		c.e.tel.Metrics.BreakerSkip(c.ctx, ch.ID, ch.Region, m.Name)
+	}
+	span.End()
+	if forced {
+		c.steps = append(c.steps, telemetry.Step{Channel: ch.ID, Result: "forced"})
+	}
+}
+
+// tryChannel sends the request to one channel, with the channel's optional
+// same-channel retries.
+func (c *call) tryChannel(m *config.Model, entry config.Entry, br *breaker.Breaker, ticket breaker.Ticket) hopResult {
+	ch := entry.Channel
+	var res hopResult
+	for try := 0; ; try++ {
+		res = c.hop(m, entry, try)
+		c.recordBreaker(br, ticket, res)
+		if res.done || res.class != classify.Retryable {
+			return res
+		}
+		// Same-channel retry: never after a header timeout (the channel
+		// already cost us the full timeout), never past the chain deadline.
+		if try >= ch.Retries || res.headerTimeout || c.ctx.Err() != nil {
+			return res
+		}
+		wait := c.backoff(try, res.retryAfter, m.Policy.RetryAfterMax)
+		if wait < 0 {
+			return res // the provider asked for longer than we wait: move on
+		}
+		if !c.sleep(ch, wait) {
+			return res
+		}
+		var ok bool
+		if ticket, ok = br.Allow(); !ok {
+			return res
+		}
+	}
+}
+
+// recordBreaker feeds the hop's result to the breaker (DESIGN.md §3 effects).
+func (c *call) recordBreaker(br *breaker.Breaker, t breaker.Ticket, res hopResult) {
+	switch res.class {
+	case classify.Success:
+		br.Done(t, breaker.Success)
+	case classify.Retryable:
+		br.Done(t, breaker.Failure)
+		if res.retryAfter > 0 {
+			d := res.retryAfter
+			if d > 5*time.Minute {
+				d = 5 * time.Minute
+			}
+			br.RetryAfter(d)
+		}
+	default: // final client errors and cancellations never count
+		br.Done(t, breaker.Excluded)
+	}
+}
+
+// backoff returns the wait before retry number try+1: the provider's
+// Retry-After when given and not above max (negative: too long, move on),
+// else jittered exponential backoff from 100 ms.
+func (c *call) backoff(try int, retryAfter, max time.Duration) time.Duration {
+	if retryAfter > 0 {
+		if retryAfter > max {
+			return -1
+		}
+		return retryAfter
+	}
+	base := 100 * time.Millisecond << min(try, 6)
+	// Full jitter halves synchronized retries from many gateways.
+	return base/2 + time.Duration(c.e.jitter()*float64(base/2))
+}
+
+// sleep waits on the engine clock; false if the request ended meanwhile.
+func (c *call) sleep(ch *config.Channel, d time.Duration) bool {
+	_, span := c.e.tel.Tracer.Start(c.ctx, telemetry.SpanRetryBackoff,
+		trace.WithAttributes(attribute.String(telemetry.AttrChannel, ch.ID), attribute.Int64("hopgate.backoff_ms", d.Milliseconds())))
+	defer span.End()
+	t := c.e.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// ctxResult is the result when the request context ended between hops.
+func (c *call) ctxResult() hopResult {
+	if context.Cause(c.ctx) == errChainDeadline {
+		return hopResult{class: classify.Retryable, deadline: true}
+	}
+	return hopResult{class: classify.Canceled}
+}
+
+// finish writes the reply when no hop produced one: exhaustion, deadline,
+// final context-length error without fallback, or client cancellation.
+func (c *call) finish(last hopResult) {
+	switch {
+	case c.clientCtx.Err() != nil && context.Cause(c.ctx) != errChainDeadline:
+		c.outcome = OutcomeCanceled
+		c.status = 499 // client closed request (nginx convention; never sent)
+	case context.Cause(c.ctx) == errChainDeadline:
+		c.e.tel.Metrics.ChainExceeded(c.clientCtx, c.req.Model.Name)
+		c.degraded("chain_deadline", apierror.EngineOverloaded(
+			"no channel answered within the chain deadline of "+c.req.Model.Policy.ChainDeadline.String()+"; path: "+telemetry.FormatPath(c.steps),
+			retryAfterHint(c.req.Model.Policy.ChainDeadline)))
+	case last.final != nil:
+		// A final upstream answer after fallbacks were exhausted (e.g. context
+		// length without a context_fallback): pass it through unchanged.
+		c.writeFinal(last)
+	default:
+		status := http.StatusBadGateway
+		if s, ok := sharedStatus(c.statuses); ok {
+			status = s
+		}
+		c.degraded("exhausted", apierror.AllChannelsFailed(status, telemetry.FormatPath(c.steps)))
+	}
+}
+
+// sharedStatus: when every hop returned the same upstream status, the client
+// gets that status (a 429 everywhere is a 429), else 502.
+func sharedStatus(statuses []int) (int, bool) {
+	if len(statuses) == 0 {
+		return 0, false
+	}
+	for _, s := range statuses {
+		if s != statuses[0] || s <= 0 {
+			return 0, false
+		}
+	}
+	if statuses[0] < 400 {
+		return 0, false
+	}
+	return statuses[0], true
+}
+
+func retryAfterHint(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Second
+	}
+	return d
+}
+
+func chainString(m *config.Model) string {
+	var b strings.Builder
+	for i, e := range m.Chain {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(e.Channel.ID)
+	}
+	return b.String()
+}
+
+// setHeaders sets hopgate's response headers; called once, right before the
+// status line is written.
+func (c *call) setHeaders(h http.Header) {
+	h.Set("X-Request-Id", c.requestID)
+	if tp := Traceparent(c.clientCtx); tp != "" {
+		h.Set("Traceparent", tp)
+	}
+	model := c.req.Model.Name
+	if c.served != nil {
+		model = c.served.Name
+	}
+	h.Set("X-Hopgate-Model", model)
+	h.Set("X-Hopgate-Attempts", strconv.Itoa(c.attempts))
+	if c.req.Config.Telemetry.Path {
+		h.Set("X-Hopgate-Path", telemetry.FormatPath(c.steps))
+	}
+}
+
+// commit claims the right to answer; false when the chain deadline won.
+func (c *call) commit() bool {
+	return c.state.CompareAndSwap(stateOpen, stateCommitted)
+}

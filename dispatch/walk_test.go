@@ -1,0 +1,297 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+)
+
+// TestPersistent503 is the acceptance story of L1+L2: the cheapest channel
+// fails persistently; callers never notice; the channel sees exactly 3
+// attempts, then nothing for the cooldown, then one trial; once it
+// recovers, one successful trial brings traffic back.
+func TestPersistent503(t *testing.T) {
+	h := newHarness(t, twoChannels("m", "m", ""), "a", "b")
+	if err := h.ups["a"].SetFault("m", "503"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ {
+		r := h.post(chat(false))
+		if r.status != 200 {
+			t.Fatalf("request %d: status %d %s", i, r.status, r.body)
+		}
+		if got := r.header.Get("X-Hopgate-Model"); got != "m" {
+			t.Fatalf("X-Hopgate-Model = %q", got)
+		}
+	}
+	if got := h.attempts("a", "m"); got != 3 {
+		t.Fatalf("failing channel saw %d attempts, want exactly 3 before opening", got)
+	}
+	r := h.post(chat(false))
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:open → b:ok" {
+		t.Fatalf("path while open = %q", p)
+	}
+	if r.header.Get("X-Hopgate-Attempts") != "1" {
+		t.Fatalf("a skip must cost no upstream attempt; attempts=%s", r.header.Get("X-Hopgate-Attempts"))
+	}
+
+	// Cooldown over: exactly one trial, which fails and re-opens.
+	h.clock.Advance(60 * time.Second)
+	for i := 0; i < 3; i++ {
+		if r := h.post(chat(false)); r.status != 200 {
+			t.Fatalf("status %d", r.status)
+		}
+	}
+	if got := h.attempts("a", "m"); got != 4 {
+		t.Fatalf("after cooldown the channel saw %d attempts, want 4 (one trial)", got)
+	}
+
+	// The channel recovers; after the next cooldown one trial closes it.
+	if err := h.ups["a"].SetFault("m", ""); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(60 * time.Second)
+	for i := 0; i < 3; i++ {
+		r := h.post(chat(false))
+		if p := r.header.Get("X-Hopgate-Path"); p != "a:ok" {
+			t.Fatalf("request %d after recovery: path %q, want a:ok", i, p)
+		}
+	}
+	if got := h.ups["b"].Attempts("m"); got != 10 {
+		t.Fatalf("fallback channel served %d, want 10", got)
+	}
+}
+
+// TestFlappingChannel: a channel down for 45 s under a steady stream of
+// requests (one every 5 s): every request is answered, and the cheapest
+// channel carries traffic again within one cooldown of recovering.
+func TestFlappingChannel(t *testing.T) {
+	h := newHarness(t, twoChannels("m|flap=45s", "m", ""), "a", "b")
+	recoveredAt := 45 * time.Second
+	var backOnA time.Duration = -1
+	for elapsed := time.Duration(0); elapsed <= 3*time.Minute; elapsed += 5 * time.Second {
+		r := h.post(chat(false))
+		if r.status != 200 {
+			t.Fatalf("t=%v: status %d %s", elapsed, r.status, r.body)
+		}
+		if strings.HasSuffix(r.header.Get("X-Hopgate-Path"), "a:ok") && elapsed >= recoveredAt && backOnA < 0 {
+			backOnA = elapsed
+		}
+		h.clock.Advance(5 * time.Second)
+		h.upClock.Advance(5 * time.Second)
+	}
+	if backOnA < 0 || backOnA-recoveredAt > 60*time.Second+5*time.Second {
+		t.Fatalf("cheapest channel back at %v, recovered at %v: want within one cooldown", backOnA, recoveredAt)
+	}
+}
+
+// TestFinalErrorsComeBackAtOnce: a client's 400 (and a content filter) is
+// returned after exactly one attempt, unchanged, with no breaker effect.
+func TestFinalErrorsComeBackAtOnce(t *testing.T) {
+	for _, fault := range []string{"m|400", "m|content-filter", "m|422", "m|context-length"} {
+		t.Run(fault, func(t *testing.T) {
+			h := newHarness(t, twoChannels(fault, "m", ""), "a", "b")
+			for i := 0; i < 5; i++ {
+				r := h.post(chat(false))
+				want := 400
+				if fault == "m|422" {
+					want = 422
+				}
+				if r.status != want {
+					t.Fatalf("status %d, want %d: %s", r.status, want, r.body)
+				}
+				if !strings.Contains(r.body, `"error"`) {
+					t.Fatalf("upstream body not passed through: %s", r.body)
+				}
+			}
+			if got := h.attempts("a", fault); got != 5 {
+				t.Fatalf("a saw %d attempts, want 5 (one per request, breaker untouched)", got)
+			}
+			if got := h.attempts("b", "m"); got != 0 {
+				t.Fatalf("b saw %d attempts, want 0", got)
+			}
+		})
+	}
+}
+
+// TestRetryableFailuresMoveOn: every retryable kind of DESIGN.md §3 moves to
+// the next channel within the same request and counts as a breaker failure.
+func TestRetryableFailuresMoveOn(t *testing.T) {
+	for _, fault := range []string{"m|reset", "m|401", "m|402", "m|403", "m|429", "m|500", "m|502", "m|504", "m|529", "m|error-body", "m|bad-json", "m|short-body", "m|redirect"} {
+		t.Run(fault, func(t *testing.T) {
+			h := newHarness(t, twoChannels(fault, "m", ""), "a", "b")
+			for i := 0; i < 4; i++ {
+				r := h.post(chat(false))
+				if r.status != 200 || !strings.Contains(r.body, upstream.Answer(upstream.DefaultTokens)) {
+					t.Fatalf("request %d: %d %s", i, r.status, r.body)
+				}
+			}
+			// Three failures open the breaker: the fourth request skipped a.
+			if got := h.attempts("a", fault); got != 3 {
+				t.Fatalf("a saw %d attempts, want 3", got)
+			}
+		})
+	}
+}
+
+// TestRetryAfterKeepsChannelOut: a 429 with Retry-After keeps the channel
+// out of chains for that long even below the failure threshold.
+func TestRetryAfterKeepsChannelOut(t *testing.T) {
+	h := newHarness(t, twoChannels("m|429:ra=7-once", "m", ""), "a", "b")
+	r := h.post(chat(false))
+	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:429 → b:ok" {
+		t.Fatalf("first: %d %q", r.status, r.header.Get("X-Hopgate-Path"))
+	}
+	r = h.post(chat(false))
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:open → b:ok" {
+		t.Fatalf("within Retry-After: path %q, want a skipped", p)
+	}
+	h.clock.Advance(7 * time.Second)
+	r = h.post(chat(false))
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:ok" {
+		t.Fatalf("after Retry-After: path %q, want a:ok", p)
+	}
+}
+
+// TestExhaustion: when every channel fails the client gets the documented
+// code; a status shared by every hop is passed on (429 everywhere → 429).
+func TestExhaustion(t *testing.T) {
+	h := newHarness(t, twoChannels("m|503", "m|500", ""), "a", "b")
+	r := h.post(chat(false))
+	if r.status != 502 || !strings.Contains(r.body, `"all_channels_failed"`) {
+		t.Fatalf("mixed failures: %d %s", r.status, r.body)
+	}
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:503 → b:500" {
+		t.Fatalf("path %q", p)
+	}
+	h2 := newHarness(t, twoChannels("m|429", "m|429", ""), "a", "b")
+	r = h2.post(chat(false))
+	if r.status != 429 || !strings.Contains(r.body, `"all_channels_failed"`) {
+		t.Fatalf("shared 429: %d %s", r.status, r.body)
+	}
+	var e struct {
+		Error     struct{ Code, Type, Message string }
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &e); err != nil || e.RequestID == "" || e.RequestID != r.header.Get("X-Request-Id") {
+		t.Fatalf("error shape / request id: %v %s", err, r.body)
+	}
+}
+
+// TestFullyOpenChainStillTries: when every channel is open the request
+// still tries the one whose cooldown ends first, and says so.
+func TestFullyOpenChainStillTries(t *testing.T) {
+	h := newHarness(t, twoChannels("m", "m", ""), "a", "b")
+	for _, id := range []string{"a", "b"} {
+		if err := h.ups[id].SetFault("m", "503"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		h.post(chat(false))
+		h.clock.Advance(time.Second)
+	}
+	// Both open now; a opened first, so its cooldown ends first.
+	if err := h.ups["a"].SetFault("m", ""); err != nil {
+		t.Fatal(err)
+	}
+	r := h.post(chat(false))
+	if r.status != 200 {
+		t.Fatalf("fully open chain: %d %s", r.status, r.body)
+	}
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:open → b:open → a:forced → a:ok" {
+		t.Fatalf("path %q", p)
+	}
+}
+
+// TestClientCancelDoesNotCount: a client that leaves while the upstream is
+// working cancels the upstream call and never counts as a breaker failure.
+func TestClientCancelDoesNotCount(t *testing.T) {
+	h := newHarness(t, twoChannels("m|no-headers", "m", ""), "a", "b")
+	for i := 0; i < 4; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.gw.URL+"/v1/chat/completions", strings.NewReader(chat(false)))
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+		h.waitAttempts("a", "m|no-headers", i+1) // the upstream holds the request
+		cancel()
+		<-done
+		h.waitNoTimers()
+	}
+	if got := h.attempts("a", "m|no-headers"); got != 4 {
+		t.Fatalf("a saw %d attempts, want 4 (cancellations never open the breaker)", got)
+	}
+	if got := h.attempts("b", "m"); got != 0 {
+		t.Fatalf("b saw %d attempts: a cancelled request must not fail over", got)
+	}
+}
+
+// waitAttempts waits until a provider has received n requests for model.
+func (h *harness) waitAttempts(channel, model string, n int) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.attempts(channel, model) < n {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s never saw %d requests for %s", channel, n, model)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+}
+
+// waitNoTimers waits until the gateway finished the request (its timers stopped).
+func (h *harness) waitNoTimers() {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.engineBusy() {
+		if time.Now().After(deadline) {
+			h.t.Fatal("gateway still busy")
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+}
+
+func (h *harness) engineBusy() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	return h.clock.BlockUntilContext(ctx, 1) == nil
+}
+
+// TestHeaderTimeoutFailsOver: an upstream that never sends headers costs
+// header_timeout (a real timer on the gateway clock), then the next channel
+// answers; the channel is never retried after a header timeout.
+func TestHeaderTimeoutFailsOver(t *testing.T) {
+	cfg := strings.Replace(twoChannels("m|no-headers", "m", "    policy: {header_timeout: 10s}\n"),
+		"api_key_env: CHANNEL_KEY, region: r-a}", "api_key_env: CHANNEL_KEY, region: r-a, retries: 2}", 1)
+	h := newHarness(t, cfg, "a", "b")
+	done := h.async(chat(true))
+	h.waitAttempts("a", "m|no-headers", 1)
+	h.waitTimers(1)
+	h.clock.Advance(9 * time.Second)
+	select {
+	case r := <-done:
+		t.Fatalf("answered before the header timeout: %d %q", r.status, r.header.Get("X-Hopgate-Path"))
+	default:
+	}
+	h.clock.Advance(time.Second)
+	r := <-done
+	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" {
+		t.Fatalf("status %d path %q", r.status, r.header.Get("X-Hopgate-Path"))
+	}
+	if got := streamText(r.body); got != upstream.Answer(upstream.DefaultTokens) {
+		t.Fatalf("answer %q", got)
+	}
+	if got := h.attempts("a", "m|no-headers"); got != 1 {
+		t.Fatalf("a saw %d attempts: no same-channel retry after a header timeout", got)
+	}
+}

@@ -1,0 +1,198 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// Standard OpenTelemetry SDK environment variables read through
+// Options.Getenv, so tests inject them instead of mutating the process. The
+// OTLP exporters still read their secondary settings (headers, certificates,
+// timeout, compression) from the process environment themselves.
+const (
+	envSDKDisabled       = "OTEL_SDK_DISABLED"
+	envServiceName       = "OTEL_SERVICE_NAME"
+	envResourceAttrs     = "OTEL_RESOURCE_ATTRIBUTES"
+	envTracesExporter    = "OTEL_TRACES_EXPORTER"
+	envEndpoint          = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	envTracesEndpoint    = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	envProtocol          = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	envTracesProtocol    = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	envTracesSampler     = "OTEL_TRACES_SAMPLER"
+	envTracesSamplerArg  = "OTEL_TRACES_SAMPLER_ARG"
+	defaultServiceName   = "hopgate"
+	protocolGRPC         = "grpc"
+	protocolHTTPProtobuf = "http/protobuf"
+)
+
+// Exporter kinds chosen by spanExporterFromEnv.
+const (
+	exporterNone     = "none"
+	exporterDisabled = "disabled"
+	exporterConsole  = "console"
+	exporterGRPC     = "otlp/grpc"
+	exporterHTTP     = "otlp/http"
+)
+
+func envTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
+
+// spanExporterFromEnv picks the span exporter. No OTEL_TRACES_EXPORTER and no
+// endpoint means no exporter: a gateway without a trace backend still creates
+// spans (trace ids, failover log) but ships them nowhere. An explicit
+// OTEL_TRACES_EXPORTER=otlp without an endpoint uses the SDK default endpoint.
+func spanExporterFromEnv(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, string, error) {
+	if envTrue(getenv(envSDKDisabled)) {
+		return nil, exporterDisabled, nil
+	}
+	kind := strings.ToLower(strings.TrimSpace(getenv(envTracesExporter)))
+	// The spec allows a comma-separated list; hopgate supports exactly one.
+	if i := strings.IndexByte(kind, ','); i >= 0 {
+		return nil, "", fmt.Errorf("%s=%q: only one traces exporter is supported", envTracesExporter, kind)
+	}
+	endpoint, signalEndpoint := strings.TrimSpace(getenv(envTracesEndpoint)), true
+	if endpoint == "" {
+		endpoint, signalEndpoint = strings.TrimSpace(getenv(envEndpoint)), false
+	}
+	switch kind {
+	case "none":
+		return nil, exporterNone, nil
+	case "console":
+		return newConsoleExporter(os.Stderr), exporterConsole, nil
+	case "":
+		if endpoint == "" {
+			return nil, exporterNone, nil
+		}
+	case "otlp":
+	default:
+		return nil, "", fmt.Errorf("%s=%q: want otlp, console or none", envTracesExporter, kind)
+	}
+
+	protocol := strings.TrimSpace(getenv(envTracesProtocol))
+	if protocol == "" {
+		protocol = strings.TrimSpace(getenv(envProtocol))
+	}
+	switch protocol {
+	case protocolGRPC:
+		var opts []otlptracegrpc.Option
+		if endpoint != "" {
+			if strings.Contains(endpoint, "://") {
+				opts = append(opts, otlptracegrpc.WithEndpointURL(endpoint))
+			} else {
+				opts = append(opts, otlptracegrpc.WithEndpoint(endpoint)) // host:port, common for gRPC
+			}
+		}
+		exp, err := otlptracegrpc.New(ctx, opts...)
+		if err != nil {
+			return nil, "", fmt.Errorf("otlp/grpc exporter: %w", err)
+		}
+		return exp, exporterGRPC, nil
+	case "", protocolHTTPProtobuf: // the spec's default
+		var opts []otlptracehttp.Option
+		if endpoint != "" {
+			u := endpoint
+			if !signalEndpoint {
+				// The generic endpoint is a base URL: the signal path is appended.
+				u = strings.TrimSuffix(u, "/") + "/v1/traces"
+			}
+			if _, err := url.Parse(u); err != nil {
+				return nil, "", fmt.Errorf("otlp endpoint %q: %w", endpoint, err)
+			}
+			opts = append(opts, otlptracehttp.WithEndpointURL(u))
+		}
+		exp, err := otlptracehttp.New(ctx, opts...)
+		if err != nil {
+			return nil, "", fmt.Errorf("otlp/http exporter: %w", err)
+		}
+		return exp, exporterHTTP, nil
+	default:
+		return nil, "", fmt.Errorf("%s=%q: want grpc or http/protobuf", envProtocol, protocol)
+	}
+}
+
+// samplerFromEnv reads OTEL_TRACES_SAMPLER/_ARG through getenv. The default is
+// the spec's parentbased_always_on: every local trace reaches the
+// failover-aware tail decision. Invalid values are errors, not silent
+// fallbacks: a sampler typo would otherwise hide every trace.
+func samplerFromEnv(getenv func(string) string) (sdktrace.Sampler, error) {
+	name := strings.ToLower(strings.TrimSpace(getenv(envTracesSampler)))
+	arg := strings.TrimSpace(getenv(envTracesSamplerArg))
+	ratio := func() (float64, error) {
+		if arg == "" {
+			return 1, nil
+		}
+		r, err := strconv.ParseFloat(arg, 64)
+		if err != nil || r < 0 || r > 1 {
+			return 0, fmt.Errorf("%s=%q: want a ratio in [0, 1]", envTracesSamplerArg, arg)
+		}
+		return r, nil
+	}
+	switch name {
+	case "", "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case "always_on":
+		return sdktrace.AlwaysSample(), nil
+	case "always_off":
+		return sdktrace.NeverSample(), nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	case "traceidratio":
+		r, err := ratio()
+		if err != nil {
+			return nil, err
+		}
+		return sdktrace.TraceIDRatioBased(r), nil
+	case "parentbased_traceidratio":
+		r, err := ratio()
+		if err != nil {
+			return nil, err
+		}
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), nil
+	default:
+		return nil, fmt.Errorf("%s=%q: unsupported sampler", envTracesSampler, name)
+	}
+}
+
+// resourceAttrs builds the resource: service.name hopgate unless
+// OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME (which wins, per spec) says
+// otherwise; service.version and cloud.region from Options when set, since the
+// config file is the source of truth for the gateway's region.
+func resourceAttrs(getenv func(string) string, o Options) ([]attribute.KeyValue, error) {
+	attrs := map[string]string{"service.name": defaultServiceName}
+	if raw := strings.TrimSpace(getenv(envResourceAttrs)); raw != "" {
+		for pair := range strings.SplitSeq(raw, ",") {
+			k, v, ok := strings.Cut(pair, "=")
+			k = strings.TrimSpace(k)
+			if !ok || k == "" {
+				return nil, fmt.Errorf("%s: malformed pair %q", envResourceAttrs, pair)
+			}
+			dv, err := url.PathUnescape(strings.TrimSpace(v))
+			if err != nil {
+				return nil, fmt.Errorf("%s: value of %q: %w", envResourceAttrs, k, err)
+			}
+			attrs[k] = dv
+		}
+	}
+	if v := strings.TrimSpace(getenv(envServiceName)); v != "" {
+		attrs["service.name"] = v
+	}
+	if o.ServiceVersion != "" {
+		attrs["service.version"] = o.ServiceVersion
+	}
+	if o.Region != "" {
+		attrs["cloud.region"] = o.Region
+	}
+	kvs := make([]attribute.KeyValue, 0, len(attrs))
+	for k, v := range attrs {
+		kvs = append(kvs, attribute.String(k, v))
+	}
+	return kvs, nil
+}

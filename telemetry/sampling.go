@@ -1,0 +1,278 @@
+package telemetry
+
+import (
+	"container/list"
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Bounds of the failover-aware processor. A request has a handful of spans
+// (server, dispatch, ≤3 hops with 2 children each, skips); the caps only
+// matter under overload or a leak, and then spans are forwarded, not lost.
+const (
+	defaultMaxTraces        = 10_000
+	defaultMaxSpansPerTrace = 256
+	defaultMaxSpansTotal    = 64 * 1024
+	// Longer than any sane request: header_timeout is 240 s and streams are
+	// bounded by stream_idle_timeout in the chat profile.
+	defaultMaxTraceAge = 15 * time.Minute
+	// Decisions remembered for spans that end after their root (a body
+	// closed after the handler returned): they follow the root's decision.
+	decidedMemory = 4096
+)
+
+// Interesting reports whether a trace must be kept whatever the healthy
+// ratio: its local root failed, its outcome is not plain "ok", it took more
+// than one step (skip, retry, failover), or any of its spans errored.
+func Interesting(root sdktrace.ReadOnlySpan, anyError bool) bool {
+	if anyError || root.Status().Code == codes.Error {
+		return true
+	}
+	for _, kv := range root.Attributes() {
+		switch string(kv.Key) {
+		case AttrOutcome:
+			if v := kv.Value.AsString(); v != "" && v != OutcomeOK {
+				return true
+			}
+		case AttrFailoverPath:
+			if strings.Contains(kv.Value.AsString(), PathArrow) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pendingTrace holds the ended spans of one trace until its local root ends.
+type pendingTrace struct {
+	spans    []sdktrace.ReadOnlySpan
+	anyError bool
+	// passthrough: the trace overflowed or went stale; part of it is already
+	// exported, so the rest follows immediately to keep it whole.
+	passthrough bool
+	created     time.Time
+	elem        *list.Element // in failoverProcessor.age, oldest first
+}
+
+// sampleCounters count the processor's decisions (hopgate_trace_decisions_total).
+type sampleCounters struct {
+	interesting, healthyKept, healthyDropped, overflow, stale atomic.Int64
+}
+
+// failoverProcessor is the tail sampler of the issue "every trace of a request
+// that skipped, retried, failed over, timed out or errored is kept; healthy
+// traces kept at a configurable ratio". All spans of a request are local, so
+// the decision is made when the local root (the otelhttp server span: parent
+// invalid or remote) ends, and the buffered spans go to next (the batch
+// processor) or are dropped.
+//
+// It composes with the head sampler (OTEL_TRACES_SAMPLER): spans the head
+// sampler did not sample never reach it. The healthy ratio uses the same
+// trace-id arithmetic as TraceIDRatioBased, so a head ratio r1 and a healthy
+// ratio r2 keep min(r1, r2) of healthy traces, consistently across services.
+type failoverProcessor struct {
+	next    sdktrace.SpanProcessor
+	healthy sdktrace.Sampler
+	clock   clockwork.Clock
+
+	maxTraces, maxSpansPerTrace, maxSpansTotal int
+	maxAge                                     time.Duration
+
+	mu       sync.Mutex
+	traces   map[trace.TraceID]*pendingTrace
+	age      list.List // of trace.TraceID, insertion order
+	buffered int       // spans held across all traces
+
+	decided     map[trace.TraceID]bool // trace id -> kept, for late spans
+	decidedRing []trace.TraceID        // eviction order of decided
+	decidedNext int
+
+	counts sampleCounters
+}
+
+var _ sdktrace.SpanProcessor = (*failoverProcessor)(nil)
+
+func newFailoverProcessor(next sdktrace.SpanProcessor, healthyRatio float64, clock clockwork.Clock) *failoverProcessor {
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	return &failoverProcessor{
+		next:             next,
+		healthy:          sdktrace.TraceIDRatioBased(healthyRatio),
+		clock:            clock,
+		maxTraces:        defaultMaxTraces,
+		maxSpansPerTrace: defaultMaxSpansPerTrace,
+		maxSpansTotal:    defaultMaxSpansTotal,
+		maxAge:           defaultMaxTraceAge,
+		traces:           make(map[trace.TraceID]*pendingTrace),
+		decided:          make(map[trace.TraceID]bool, decidedMemory),
+		decidedRing:      make([]trace.TraceID, decidedMemory),
+	}
+}
+
+// keepHealthy reports whether a healthy trace with this id is kept.
+func keepHealthy(s sdktrace.Sampler, id trace.TraceID) bool {
+	return s.ShouldSample(sdktrace.SamplingParameters{TraceID: id}).Decision == sdktrace.RecordAndSample
+}
+
+func (p *failoverProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	sc := s.SpanContext()
+	if !sc.IsSampled() {
+		return // the head sampler said no; the batch processor would drop it too
+	}
+	id := sc.TraceID()
+	isRoot := !s.Parent().IsValid() || s.Parent().IsRemote()
+	isErr := s.Status().Code == codes.Error
+
+	var forward []sdktrace.ReadOnlySpan
+	p.mu.Lock()
+	forward = p.sweepLocked(forward)
+	t := p.traces[id]
+	switch {
+	case isRoot:
+		var spans []sdktrace.ReadOnlySpan
+		anyErr, passthrough := isErr, false
+		if t != nil {
+			spans, anyErr, passthrough = t.spans, t.anyError || isErr, t.passthrough
+			p.removeLocked(id, t)
+		}
+		keep := true
+		switch {
+		case passthrough:
+		case Interesting(s, anyErr):
+			p.counts.interesting.Add(1)
+		case keepHealthy(p.healthy, id):
+			p.counts.healthyKept.Add(1)
+		default:
+			p.counts.healthyDropped.Add(1)
+			keep = false
+		}
+		p.rememberLocked(id, keep)
+		if keep {
+			forward = append(append(forward, spans...), s)
+		}
+	case t == nil && p.decided[id]:
+		forward = append(forward, s) // late span of a kept trace
+	case t == nil && hasKey(p.decided, id):
+		// late span of a dropped trace
+	case t == nil && (len(p.traces) >= p.maxTraces || p.buffered >= p.maxSpansTotal):
+		p.counts.overflow.Add(1)
+		forward = append(forward, s)
+	case t == nil:
+		t = &pendingTrace{created: p.clock.Now(), spans: make([]sdktrace.ReadOnlySpan, 0, 8)}
+		t.elem = p.age.PushBack(id)
+		p.traces[id] = t
+		fallthrough
+	default:
+		switch {
+		case t.passthrough:
+			forward = append(forward, s)
+		case len(t.spans) >= p.maxSpansPerTrace || p.buffered >= p.maxSpansTotal:
+			p.counts.overflow.Add(int64(len(t.spans) + 1))
+			forward = append(append(forward, t.spans...), s)
+			p.buffered -= len(t.spans)
+			t.spans, t.passthrough = nil, true
+		default:
+			t.spans = append(t.spans, s)
+			t.anyError = t.anyError || isErr
+			p.buffered++
+		}
+	}
+	p.mu.Unlock()
+
+	for _, f := range forward {
+		p.next.OnEnd(f)
+	}
+}
+
+func hasKey(m map[trace.TraceID]bool, id trace.TraceID) bool {
+	_, ok := m[id]
+	return ok
+}
+
+// rememberLocked records a root decision in a fixed ring, evicting the oldest.
+func (p *failoverProcessor) rememberLocked(id trace.TraceID, keep bool) {
+	if old := p.decidedRing[p.decidedNext]; old.IsValid() {
+		delete(p.decided, old)
+	}
+	p.decidedRing[p.decidedNext] = id
+	p.decidedNext = (p.decidedNext + 1) % len(p.decidedRing)
+	p.decided[id] = keep
+}
+
+// removeLocked forgets trace id.
+func (p *failoverProcessor) removeLocked(id trace.TraceID, t *pendingTrace) {
+	p.buffered -= len(t.spans)
+	p.age.Remove(t.elem)
+	delete(p.traces, id)
+}
+
+// sweepLocked flushes traces older than maxAge: their local root never ended
+// (a leaked span, a stream longer than any request should be). They are kept,
+// not dropped: we cannot tell whether they were healthy. Their entry stays as
+// passthrough until it ages out once more, so late spans follow.
+func (p *failoverProcessor) sweepLocked(forward []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+	now := p.clock.Now()
+	for e := p.age.Front(); e != nil; e = p.age.Front() {
+		id := e.Value.(trace.TraceID)
+		t := p.traces[id]
+		if now.Sub(t.created) < p.maxAge {
+			break
+		}
+		if t.passthrough {
+			p.removeLocked(id, t)
+			continue
+		}
+		p.counts.stale.Add(1)
+		forward = append(forward, t.spans...)
+		p.buffered -= len(t.spans)
+		t.spans, t.passthrough, t.created = nil, true, now
+		p.age.MoveToBack(e)
+	}
+	return forward
+}
+
+// ForceFlush exports what is decided; traces still in flight stay buffered
+// (exporting them now would split them from their decision).
+func (p *failoverProcessor) ForceFlush(ctx context.Context) error {
+	p.mu.Lock()
+	forward := p.sweepLocked(nil)
+	p.mu.Unlock()
+	for _, f := range forward {
+		p.next.OnEnd(f)
+	}
+	return p.next.ForceFlush(ctx)
+}
+
+// Shutdown forwards every buffered span (an unfinished trace at shutdown is
+// worth keeping) and shuts next down.
+func (p *failoverProcessor) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	var forward []sdktrace.ReadOnlySpan
+	for id, t := range p.traces {
+		forward = append(forward, t.spans...)
+		p.removeLocked(id, t)
+	}
+	p.mu.Unlock()
+	for _, f := range forward {
+		p.next.OnEnd(f)
+	}
+	return p.next.Shutdown(ctx)
+}
+
+// pending reports buffered traces and spans (tests).
+func (p *failoverProcessor) pending() (traces, spans int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.traces), p.buffered
+}

@@ -1,0 +1,242 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Options configures Setup. Zero values are usable.
+type Options struct {
+	// ServiceVersion becomes the service.version resource attribute.
+	ServiceVersion string
+	// Region is the gateway's region: resource attribute cloud.region and the
+	// `region` label on every hopgate metric.
+	Region string
+	// HealthyRatio is the share of healthy traces (no failover, outcome ok)
+	// exported; 1 keeps all, 0 only the interesting ones. Clamped to [0, 1].
+	HealthyRatio float64
+	// FailoverLogSize is the capacity of the in-memory failover log; 0 means 200.
+	FailoverLogSize int
+	// Getenv reads the OTEL_* variables; nil means os.Getenv.
+	Getenv func(string) string
+	// SpanExporter overrides the exporter chosen from the environment (tests
+	// use tracetest.NewInMemoryExporter). nil: from the environment, where no
+	// endpoint means no exporter (spans are still created, so trace ids and
+	// the failover log work).
+	SpanExporter sdktrace.SpanExporter
+}
+
+// Telemetry is the process's OpenTelemetry wiring. Setup does not install
+// globals; call SetGlobal, or pass the providers and Propagator to otelhttp.
+type Telemetry struct {
+	TracerProvider *sdktrace.TracerProvider
+	Tracer         trace.Tracer // scope ScopeName
+	MeterProvider  *sdkmetric.MeterProvider
+	Metrics        *Metrics
+	Failovers      *FailoverLog
+	Registry       *prometheus.Registry          // what /metrics serves
+	Propagator     propagation.TextMapPropagator // W3C tracecontext + baggage
+
+	sampler *failoverProcessor // nil without an exporter
+}
+
+const defaultFailoverLogSize = 200
+
+// Setup builds tracing and metrics from o and the standard OTEL_* variables.
+func Setup(ctx context.Context, o Options) (*Telemetry, error) {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	ratio := min(max(o.HealthyRatio, 0), 1)
+
+	kvs, err := resourceAttrs(getenv, o)
+	if err != nil {
+		return nil, err
+	}
+	res, err := resource.New(ctx, resource.WithTelemetrySDK(), resource.WithAttributes(kvs...))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+
+	sampler, err := samplerFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	exp, kind := o.SpanExporter, "override"
+	if exp == nil {
+		exp, kind, err = spanExporterFromEnv(ctx, getenv)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if kind == exporterDisabled {
+		// OTEL_SDK_DISABLED: nothing is recorded, but the SDK still mints
+		// trace ids, which X-Request-Id and the failover log need.
+		sampler = sdktrace.NeverSample()
+	}
+
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(sampler)}
+	var fp *failoverProcessor
+	if exp != nil {
+		fp = newFailoverProcessor(sdktrace.NewBatchSpanProcessor(exp), ratio, clockwork.NewRealClock())
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(fp))
+	}
+	tp := sdktrace.NewTracerProvider(tpOpts...)
+
+	t, err := newTelemetry(tp, res, o.Region, o.FailoverLogSize, healthyExemplarFilter(ratio))
+	if err != nil {
+		return nil, errors.Join(err, tp.Shutdown(ctx))
+	}
+	t.sampler = fp
+	if fp != nil {
+		if err := t.observeSampler(fp); err != nil {
+			return nil, errors.Join(err, t.Shutdown(ctx))
+		}
+	}
+	return t, nil
+}
+
+// Noop returns a Telemetry for tests that do not care about export: working
+// Metrics on a private registry, a tracer provider that records and samples
+// every span but exports nothing.
+func Noop() *Telemetry {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	t, err := newTelemetry(tp, resource.Empty(), "", 0, exemplar.TraceBasedFilter)
+	if err != nil {
+		// Only reachable through a programming error in NewMetrics.
+		panic(fmt.Sprintf("telemetry.Noop: %v", err))
+	}
+	return t
+}
+
+func newTelemetry(tp *sdktrace.TracerProvider, res *resource.Resource, region string, logSize int, filter exemplar.Filter) (*Telemetry, error) {
+	reg := prometheus.NewRegistry()
+	promExp, err := otelprom.New(
+		otelprom.WithRegisterer(reg),
+		// Our instrument names are the Prometheus names minus what this
+		// strategy appends (_total, unit suffix); see instrumentName.
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
+		otelprom.WithoutScopeInfo(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, err
+	}
+	mp := sdkmetric.NewMeterProvider(
+		sdkmetric.WithResource(res),
+		sdkmetric.WithReader(promExp),
+		sdkmetric.WithExemplarFilter(filter),
+	)
+	m, err := NewMetrics(mp, region)
+	if err != nil {
+		return nil, errors.Join(err, mp.Shutdown(context.Background()))
+	}
+	if logSize <= 0 {
+		logSize = defaultFailoverLogSize
+	}
+	return &Telemetry{
+		TracerProvider: tp,
+		Tracer:         tp.Tracer(ScopeName),
+		MeterProvider:  mp,
+		Metrics:        m,
+		Failovers:      NewFailoverLog(logSize),
+		Registry:       reg,
+		Propagator:     propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+	}, nil
+}
+
+// healthyExemplarFilter admits an exemplar only when its trace will be
+// exported: the span is sampled and either the measurement marked the trace
+// interesting (a failed hop) or the trace id passes the healthy ratio, the
+// same arithmetic the tail sampler uses. Otherwise dashboards would link to
+// traces the sampler dropped.
+func healthyExemplarFilter(ratio float64) exemplar.Filter {
+	healthy := sdktrace.TraceIDRatioBased(ratio)
+	return func(ctx context.Context) bool {
+		sc := trace.SpanContextFromContext(ctx)
+		if !sc.IsSampled() {
+			return false
+		}
+		if v, _ := ctx.Value(interestingKey{}).(bool); v {
+			return true
+		}
+		return keepHealthy(healthy, sc.TraceID())
+	}
+}
+
+// observeSampler exports the tail sampler's decisions as
+// hopgate_trace_decisions_total{decision}.
+func (t *Telemetry) observeSampler(fp *failoverProcessor) error {
+	meter := t.MeterProvider.Meter(ScopeName)
+	_, err := meter.Int64ObservableCounter(instrumentName(MetricTraceDecisions),
+		metric.WithDescription("Tail sampling decisions: traces kept or dropped, spans forwarded early on overflow."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			region := t.Metrics.region
+			for _, d := range []struct {
+				name string
+				n    int64
+			}{
+				{TraceDecisionInteresting, fp.counts.interesting.Load()},
+				{TraceDecisionHealthyKept, fp.counts.healthyKept.Load()},
+				{TraceDecisionHealthyDrop, fp.counts.healthyDropped.Load()},
+				{TraceDecisionOverflow, fp.counts.overflow.Load()},
+				{TraceDecisionStaleFlushed, fp.counts.stale.Load()},
+			} {
+				o.Observe(d.n, metric.WithAttributes(region, attribute.String(LabelTraceDecision, d.name)))
+			}
+			return nil
+		}))
+	return err
+}
+
+// SetGlobal installs the tracer provider, meter provider and propagator as
+// the otel globals, for instrumentation that reads them (otelhttp defaults).
+func (t *Telemetry) SetGlobal() {
+	otel.SetTracerProvider(t.TracerProvider)
+	otel.SetMeterProvider(t.MeterProvider)
+	otel.SetTextMapPropagator(t.Propagator)
+}
+
+// MetricsHandler serves Registry; OpenMetrics is enabled so scrapers that ask
+// for it get the hop-duration exemplars.
+func (t *Telemetry) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{
+		EnableOpenMetrics: true,
+		ErrorHandling:     promhttp.ContinueOnError,
+	})
+}
+
+// Shutdown flushes and stops tracing (buffered traces are exported) and
+// metrics. Safe to call once.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	return errors.Join(
+		t.TracerProvider.ForceFlush(ctx),
+		t.TracerProvider.Shutdown(ctx),
+		t.MeterProvider.Shutdown(ctx),
+	)
+}
