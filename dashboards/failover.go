@@ -265,7 +265,11 @@ func errorRatePanel() *timeseries.PanelBuilder {
 	excluded := telemetry.HopFinal + "|" + telemetry.HopCanceled
 	failed := fmt.Sprintf(`%s{%s,%s!~"%s|%s"}`, telemetry.MetricHops, mRegionChannel, telemetry.LabelOutcome, telemetry.HopOK, excluded)
 	all := fmt.Sprintf(`%s{%s,%s!~"%s"}`, telemetry.MetricHops, mRegionChannel, telemetry.LabelOutcome, excluded)
-	expr := fmt.Sprintf("sum by (%[1]s) (rate(%[2]s[1m])) / sum by (%[1]s) (rate(%[3]s[1m]))", telemetry.LabelChannel, failed, all)
+	// A channel that never failed has no failed-outcome series at all, so a
+	// plain ratio would draw nothing for it; "or 0 * total" makes a healthy
+	// channel with traffic read 0 %, which is the reassuring answer on-call
+	// needs (checked by the end-to-end test against a real Prometheus).
+	expr := fmt.Sprintf("(sum by (%[1]s) (rate(%[2]s[1m])) or 0 * sum by (%[1]s) (rate(%[3]s[1m]))) / sum by (%[1]s) (rate(%[3]s[1m]))", telemetry.LabelChannel, failed, all)
 	return timeseries.NewPanelBuilder().
 		Id(idErrorRate).
 		Title("Error rate per channel (rolling 60 s)").

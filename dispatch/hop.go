@@ -82,7 +82,9 @@ func (c *call) hop(m *config.Model, entry config.Entry, try int) (res hopResult)
 		}
 		span.End()
 		c.e.tel.Metrics.Hop(hctx, ch.ID, ch.Region, m.Name, c.req.Operation, outcome, c.e.clock.Since(start))
-		if res.class != classify.Canceled && !res.deadline {
+		// A hop cut by the chain deadline stays in the path ("a:deadline"):
+		// on-call must see which channel was in flight when time ran out.
+		if res.class != classify.Canceled {
 			step := res.label
 			if step == "" {
 				step = outcome

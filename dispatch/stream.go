@@ -323,7 +323,10 @@ func (c *call) streamOK(ctx context.Context, span trace.Span, m *config.Model, e
 func (c *call) interrupt(ctx context.Context, span trace.Span, m *config.Model, entry config.Entry, st *streamState, why string) hopResult {
 	ch := entry.Channel
 	c.e.tel.Metrics.StreamInterrupted(ctx, ch.ID, m.Name)
-	span.SetAttributes(attribute.String(telemetry.AttrStreamEnd, "interrupted"))
+	span.SetAttributes(
+		attribute.String(telemetry.AttrStreamEnd, "interrupted"),
+		attribute.String(telemetry.AttrErrorType, telemetry.ErrTypeStreamInterrupted),
+	)
 	if m.Policy.MidStream == config.MidStreamResume && !st.toolCalls {
 		if c.resume(ctx, m, entry, st, why) {
 			return hopResult{class: classify.Retryable, done: true, status: http.StatusOK, label: "cut"}

@@ -83,6 +83,9 @@ const (
 	ErrTypeBodyError     = "body_error"
 	ErrTypeConnect       = "connect_error"
 	ErrTypeCanceled      = "canceled"
+	// ErrTypeStreamInterrupted: a committed stream died (cut, stall, late
+	// error frame); the client got an in-band upstream_stream_interrupted.
+	ErrTypeStreamInterrupted = "stream_interrupted"
 )
 
 // Metric names (Prometheus form; DESIGN.md §5).

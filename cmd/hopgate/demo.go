@@ -126,7 +126,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 			}
 			return ""
 		}
-		say("Jaeger v2 running: UI %s", jaegerUI)
+		say("Jaeger v2 running: HTTP API %s (a module build has no web UI; deploy/compose runs the image with it)", jaegerUI)
 	}
 
 	// Fake channels on loopback.
@@ -215,7 +215,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		}
 		say("      answer: %q", truncate(r.text, 60))
 		if jaegerUI != "" {
-			say("      trace: %s/trace/%s", jaegerUI, r.traceID)
+			say("      trace: %s/api/traces/%s", jaegerUI, r.traceID)
 		} else {
 			say("      trace id: %s", r.traceID)
 		}
@@ -228,7 +228,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	say("  metrics:          http://%s/metrics", g.AdminAddr())
 	say("  Grafana board:    dashboards/generated/failover.json (import it; see docs/dashboards.md)")
 	if jaegerUI != "" {
-		say("  Jaeger:           %s/search?service=hopgate-demo", jaegerUI)
+		say("  Jaeger traces:    %s/api/traces?service=hopgate-demo&limit=20", jaegerUI)
 	}
 
 	if *oneshot {

@@ -88,7 +88,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 	}
 	apierror.Write(w, id, e)
 	s.log.InfoContext(r.Context(), "request",
-		slog.String("trace_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("status", e.Status), slog.String("outcome", "bad_request"), slog.String("code", e.Code))
 }
 
@@ -155,7 +155,6 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 		Events:    rt.Events,
 	})
 	s.log.InfoContext(r.Context(), "request",
-		slog.String("trace_id", dispatch.RequestID(r.Context())),
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.String("model", m.Name), slog.String("served_model", res.ServedModel),
 		slog.Bool("stream", f.Stream), slog.Int("status", res.Status),

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+)
+
+// TestCheckReportsEveryMistake: `hopgate check` on a config with three
+// mistakes reports all three, each with its line.
+func TestCheckReportsEveryMistake(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"check", "--config", "../../testdata/config/three-mistakes.yaml"}, &out, &errb)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr:\n%s", code, errb.String())
+	}
+	var lines []string
+	for _, l := range strings.Split(errb.String(), "\n") {
+		if strings.HasPrefix(l, "  ../../testdata/config/three-mistakes.yaml:") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 3 {
+		t.Fatalf("want 3 located errors, got %d:\n%s", len(lines), errb.String())
+	}
+	for _, want := range []string{":8: unknown key \"regoin\"", ":21: chain of model", ":25: unknown channel \"openia-eu\""} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, errb.String())
+		}
+	}
+}
+
+// TestCheckPrintsChains: a valid config prints every model's chain,
+// cheapest first, and never the credential.
+func TestCheckPrintsChains(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-must-not-be-printed")
+	var out, errb bytes.Buffer
+	if code := run([]string{"check", "--config", "../../testdata/config/canonical.yaml"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	s := out.String()
+	if !strings.Contains(s, "gpt-4o-mini") || strings.Contains(s, "sk-must-not-be-printed") {
+		t.Fatalf("output:\n%s", s)
+	}
+	// Equal prices keep file order: backup-us is listed first in the chain.
+	if !strings.Contains(s, "1.  backup-us") || !strings.Contains(s, "2.  openai-eu") {
+		t.Fatalf("chain not in price/file order:\n%s", s)
+	}
+}
+
+// TestCheckMissingEnv: a missing credential variable is a start-up error
+// that names it, never a silent empty key.
+func TestCheckMissingEnv(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	os.Unsetenv("OPENAI_API_KEY")
+	var out, errb bytes.Buffer
+	if code := run([]string{"check", "--config", "../../testdata/config/canonical.yaml"}, &out, &errb); code == 0 {
+		t.Fatal("missing env var accepted")
+	}
+	if !strings.Contains(errb.String(), "OPENAI_API_KEY") {
+		t.Fatalf("error does not name the variable:\n%s", errb.String())
+	}
+}
+
+// TestServeDrainsOnSIGTERM runs the real binary: a stream in flight when
+// SIGTERM arrives completes, /readyz turns 503, and the process exits 0.
+func TestServeDrainsOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "hopgate")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	up := upstream.New(upstream.Options{})
+	us := httptest.NewServer(up)
+	t.Cleanup(func() { up.Close(); us.Close() })
+	addr, adminAddr := freeAddr(t), freeAddr(t)
+	cfgPath := filepath.Join(t.TempDir(), "hopgate.yaml")
+	cfg := fmt.Sprintf(`listen: %s
+admin_listen: %s
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "%s/v1"}
+models:
+  - name: m
+    chain:
+      - {channel: a, upstream_model: "m|tokens=20|frame-delay=50ms", price: {input: 1, output: 1}}
+`, addr, adminAddr, us.URL)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--drain-timeout", "20s")
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	waitReady(t, "http://"+adminAddr+"/readyz")
+
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil { // the stream is flowing
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatalf("stream cut by the drain: %v", err)
+	}
+	if !strings.Contains(string(rest), "tok20 ") || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("stream incomplete after SIGTERM:\n%s", rest)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("did not exit after drain\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), `"msg":"drained; bye"`) {
+		t.Fatalf("logs:\n%s", logs.String())
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+	t.Fatalf("%s never ready", url)
+}
