@@ -11,4 +11,17 @@
 // callers report what happened, this package records it. It never records
 // credentials (API keys, Authorization headers) and never records prompt or
 // completion text on its own; callers decide what goes into attributes.
+//
+// # Why the hop span is hopgate's, not otelhttp's
+//
+// The main listener is wrapped by otelhttp (the SERVER span), but upstream
+// calls are not sent through otelhttp.Transport. The dispatch engine starts
+// its own CLIENT span per hop ("chat {upstream_model}") and injects
+// traceparent from it, because the hop span must parent "await headers" and
+// "stream gate", and must carry what only the engine knows when the hop
+// ends: hopgate.hop.outcome, error.type for failures that arrive with a 200
+// (an error frame, a cut stream), and gen_ai usage of the serving hop only.
+// otelhttp's transport span ends at body close with an HTTP view of the
+// exchange; stacking it under ours would double every hop in the trace and
+// still not know the gate's decision.
 package telemetry

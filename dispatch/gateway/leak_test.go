@@ -1,0 +1,426 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/gateway"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// leakGW is a gateway started through gateway.Start (the process that
+// ships) with spans in memory, the production JSON logger over a buffer and
+// every request-path timer on a fake clock.
+type leakGW struct {
+	t     *testing.T
+	gw    *gateway.Gateway
+	clock *clockwork.FakeClock
+	spans *tracetest.InMemoryExporter
+	tel   *telemetry.Telemetry
+	logs  *syncBuffer
+	roots *rootWatch
+}
+
+// rootWatch records the trace ids whose local root (the SERVER span) ended.
+// Registered after the tail sampler, it sees a root only once the sampler
+// has decided its trace.
+type rootWatch struct {
+	mu    sync.Mutex
+	ended map[string]bool
+}
+
+func (w *rootWatch) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (w *rootWatch) OnEnd(s sdktrace.ReadOnlySpan) {
+	if !s.Parent().IsValid() {
+		w.mu.Lock()
+		w.ended[s.SpanContext().TraceID().String()] = true
+		w.mu.Unlock()
+	}
+}
+func (w *rootWatch) Shutdown(context.Context) error   { return nil }
+func (w *rootWatch) ForceFlush(context.Context) error { return nil }
+
+func (w *rootWatch) has(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ended[id]
+}
+
+// startLeakGW parses yml ({{listen}} and {{admin}} replaced by free loopback
+// addresses), builds telemetry with healthyRatio, and starts a gateway.
+func startLeakGW(t *testing.T, yml string, env map[string]string, healthyRatio float64) *leakGW {
+	t.Helper()
+	g := &leakGW{t: t, clock: clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), logs: &syncBuffer{}}
+	yml = strings.ReplaceAll(yml, "{{listen}}", loopbackAddr(t))
+	yml = strings.ReplaceAll(yml, "{{admin}}", loopbackAddr(t))
+	cfg, err := config.Parse([]byte(yml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, yml)
+	}
+	g.spans = tracetest.NewInMemoryExporter()
+	g.tel, err = telemetry.Setup(context.Background(), telemetry.Options{
+		Region: cfg.Region, HealthyRatio: healthyRatio, SpanExporter: g.spans,
+		Getenv: func(string) string { return "" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.roots = &rootWatch{ended: map[string]bool{}}
+	g.tel.TracerProvider.RegisterSpanProcessor(g.roots)
+	g.gw, err = gateway.Start(context.Background(), cfg, gateway.Options{
+		Telemetry: g.tel, Clock: g.clock, DrainTimeout: 2 * time.Second,
+		Logger: telemetry.NewLogger(g.logs, slog.LevelInfo),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = g.gw.Shutdown(ctx)
+		_ = g.tel.Shutdown(ctx)
+	})
+	return g
+}
+
+type leakReply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// send posts a chat request for model and reads the whole reply.
+func (g *leakGW) send(model string, stream bool) leakReply {
+	g.t.Helper()
+	return <-g.sendAsync(model, stream)
+}
+
+func (g *leakGW) sendAsync(model string, stream bool) <-chan leakReply {
+	ch := make(chan leakReply, 1)
+	body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, model, stream)
+	go func() {
+		resp, err := http.Post("http://"+g.gw.Addr()+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			ch <- leakReply{status: -1, body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		ch <- leakReply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	}()
+	return ch
+}
+
+// waitTimers blocks until the gateway clock has n timers armed.
+func (g *leakGW) waitTimers(n int) {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.clock.BlockUntilContext(ctx, n); err != nil {
+		g.t.Fatalf("gateway never armed %d timers", n)
+	}
+}
+
+// requestLogs returns the parsed "request" log lines by trace_id; it polls
+// until want ids are present (the line is written after the reply, which a
+// client reading a Content-Length body can beat).
+func (g *leakGW) requestLogs(want ...string) map[string]map[string]any {
+	g.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out := map[string]map[string]any{}
+		for _, line := range strings.Split(strings.TrimSpace(g.logs.String()), "\n") {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				g.t.Fatalf("log line is not JSON: %q", line)
+			}
+			if rec["msg"] != "request" {
+				continue
+			}
+			if n := strings.Count(line, `"`+telemetry.LogTraceID+`":`); n != 1 {
+				g.t.Errorf("log line carries trace_id %d times (duplicate JSON keys break log pipelines): %s", n, line)
+			}
+			id, _ := rec[telemetry.LogTraceID].(string)
+			out[id] = rec
+		}
+		missing := 0
+		for _, id := range want {
+			if out[id] == nil {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return out
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("%d request log lines missing:\n%s", missing, g.logs.String())
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+}
+
+// exported returns the exported spans of trace id once its root ended and
+// the tail sampler's decision was flushed.
+func (g *leakGW) exported(id string) tracetest.SpanStubs {
+	g.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !g.roots.has(id) {
+		if time.Now().After(deadline) {
+			g.t.Fatalf("the root span of trace %s never ended", id)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+	if err := g.tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+		g.t.Fatal(err)
+	}
+	var out tracetest.SpanStubs
+	for _, s := range g.spans.GetSpans() {
+		if s.SpanContext.TraceID().String() == id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// syncBuffer is a strings.Builder safe for the gateway's concurrent logging.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// loopbackAddr reserves a free 127.0.0.1 port and releases it for the caller.
+func loopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// echoingUpstream answers "m|echo-key" with a 401 whose message quotes the
+// credential it received, the way real providers quote (part of) a bad key;
+// everything else goes to next.
+func echoingUpstream(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), `"m|echo-key"`) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			msg, _ := json.Marshal("Incorrect API key provided: " + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+			fmt.Fprintf(w, `{"error":{"message":%s,"type":"invalid_request_error","code":"invalid_api_key"}}`, msg)
+			return
+		}
+		r.Body = io.NopCloser(strings.NewReader(string(b)))
+		r.ContentLength = int64(len(b))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// TestCredentialNeverLeaks drives every path of the engine with a unique
+// channel credential and looks for it everywhere hopgate writes: exported
+// spans (attributes, events, status), log lines, /metrics and the replies.
+// Every request's log line must also name its trace, model, outcome and path.
+func TestCredentialNeverLeaks(t *testing.T) {
+	raw := make([]byte, 16)
+	if _, err := rand.Read(raw); err != nil {
+		t.Fatal(err)
+	}
+	secret := "sk-leak-" + hex.EncodeToString(raw)
+	upClock := clockwork.NewFakeClock()
+	fake := upstream.New(upstream.Options{Name: "up", APIKey: secret, Clock: upClock})
+	srv := httptest.NewServer(echoingUpstream(fake))
+	t.Cleanup(func() { fake.Close(); srv.Close() })
+
+	// One primary channel per path, so no path's failures open another's
+	// breaker; all share the fake and the healthy fallback b.
+	type path struct {
+		model, fault, fallback string
+		stream                 bool
+		policy                 string
+		outcome, path          string
+		timer                  func(g *leakGW) // moves the clock when the path waits on it
+	}
+	paths := []path{
+		{model: "ok", fault: "m", fallback: "m", outcome: telemetry.OutcomeOK, path: "a-ok:ok"},
+		{model: "ok-stream", fault: "m", fallback: "m", stream: true, outcome: telemetry.OutcomeOK, path: "a-ok-stream:ok"},
+		{model: "failover", fault: "m|503", fallback: "m", stream: true, outcome: telemetry.OutcomeFailoverOK, path: "a-failover:503 → b:ok"},
+		{model: "echo", fault: "m|echo-key", fallback: "m", outcome: telemetry.OutcomeFailoverOK, path: "a-echo:401 → b:ok"},
+		{model: "header-timeout", fault: "m|no-headers", fallback: "m", stream: true, policy: "{header_timeout: 10s}",
+			outcome: telemetry.OutcomeFailoverOK, path: "a-header-timeout:header_timeout → b:ok", timer: func(g *leakGW) { g.waitTimers(1); g.clock.Advance(10 * time.Second) }},
+		{model: "stream-error", fault: "m|stream-error", fallback: "m", stream: true, outcome: telemetry.OutcomeFailoverOK, path: "a-stream-error:stream_error → b:ok"},
+		{model: "cut", fault: "m|cut=3", fallback: "m", stream: true, outcome: telemetry.OutcomeInterrupted, path: "a-cut:cut"},
+		{model: "final", fault: "m|400", fallback: "m", outcome: telemetry.OutcomeFinalError, path: "a-final:400"},
+		{model: "exhausted", fault: "m|503", fallback: "m|echo-key", outcome: telemetry.OutcomeExhausted, path: "a-exhausted:503 → b:401"},
+		{model: "deadline", fault: "m|no-headers", fallback: "m", stream: true, policy: "{chain_deadline: 5s}",
+			outcome: telemetry.OutcomeDeadline, path: "a-deadline:deadline", timer: func(g *leakGW) { g.waitTimers(2); g.clock.Advance(5 * time.Second) }},
+	}
+	var yml strings.Builder
+	yml.WriteString("listen: {{listen}}\nadmin_listen: {{admin}}\nregion: test-1\nauth: {mode: none}\nchannels:\n")
+	fmt.Fprintf(&yml, "  - {id: b, base_url: %q, api_key_env: LEAK_KEY, region: r-b}\n", srv.URL+"/v1")
+	for _, p := range paths {
+		fmt.Fprintf(&yml, "  - {id: a-%s, base_url: %q, api_key_env: LEAK_KEY, region: r-a}\n", p.model, srv.URL+"/v1")
+	}
+	yml.WriteString("models:\n")
+	for _, p := range paths {
+		fmt.Fprintf(&yml, "  - name: %s\n    chain:\n", p.model)
+		fmt.Fprintf(&yml, "      - {channel: a-%s, upstream_model: %q, price: {input: 1, output: 1}}\n", p.model, p.fault)
+		fmt.Fprintf(&yml, "      - {channel: b, upstream_model: %q, price: {input: 2, output: 2}}\n", p.fallback)
+		if p.policy != "" {
+			fmt.Fprintf(&yml, "    policy: %s\n", p.policy)
+		}
+	}
+	g := startLeakGW(t, yml.String(), map[string]string{"LEAK_KEY": secret}, 1)
+
+	replies := map[string]leakReply{}
+	var ids []string
+	for _, p := range paths {
+		var r leakReply
+		if p.timer != nil {
+			done := g.sendAsync(p.model, p.stream)
+			p.timer(g)
+			r = <-done
+		} else {
+			r = g.send(p.model, p.stream)
+		}
+		if r.status < 0 {
+			t.Fatalf("%s: %s", p.model, r.body)
+		}
+		id := r.header.Get("X-Request-Id")
+		replies[p.model], ids = r, append(ids, id)
+
+		for k, vs := range r.header {
+			if strings.Contains(strings.Join(vs, ","), secret) {
+				t.Errorf("%s: credential in response header %s", p.model, k)
+			}
+		}
+		if strings.Contains(r.body, secret) {
+			t.Errorf("%s: credential in the client-visible body: %s", p.model, r.body)
+		}
+		spans := g.exported(id)
+		if len(spans) == 0 {
+			t.Errorf("%s: trace %s not exported", p.model, id)
+		}
+		for _, s := range spans {
+			if where := spanMentions(s, secret); where != "" {
+				t.Errorf("%s: credential in span %q (%s)", p.model, s.Name, where)
+			}
+		}
+	}
+
+	// Every path took the road it was written for (else this test proves
+	// less than it claims), and its log line says so.
+	logs := g.requestLogs(ids...)
+	for i, p := range paths {
+		rec := logs[ids[i]]
+		if rec == nil {
+			continue
+		}
+		if rec["model"] != p.model || rec["outcome"] != p.outcome {
+			t.Errorf("%s: log line model=%v outcome=%v, want %s %s: %v", p.model, rec["model"], rec["outcome"], p.model, p.outcome, rec)
+		}
+		if rec["failover_path"] != p.path {
+			t.Errorf("%s: log line failover_path=%v, want %q", p.model, rec["failover_path"], p.path)
+		}
+	}
+	if strings.Contains(g.logs.String(), secret) {
+		t.Errorf("credential in the log:\n%s", g.logs.String())
+	}
+
+	resp, err := http.Get("http://" + g.gw.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(metrics), telemetry.MetricHops) {
+		t.Fatalf("/metrics: %d\n%s", resp.StatusCode, metrics)
+	}
+	if strings.Contains(string(metrics), secret) {
+		t.Error("credential in /metrics")
+	}
+
+	// The credential did reach the upstreams: this test looked for a value
+	// that was really in use.
+	sent := 0
+	for _, req := range fake.Log() {
+		if req.Header.Get("Authorization") == "Bearer "+secret {
+			sent++
+		}
+	}
+	if sent == 0 {
+		t.Fatal("no upstream request carried the channel credential")
+	}
+}
+
+// spanMentions says where s contains needle: name, attributes, events,
+// status or links; "" when nowhere.
+func spanMentions(s tracetest.SpanStub, needle string) string {
+	if strings.Contains(s.Name, needle) {
+		return "name"
+	}
+	for _, kv := range s.Attributes {
+		if strings.Contains(kv.Value.Emit(), needle) {
+			return "attribute " + string(kv.Key)
+		}
+	}
+	for _, e := range s.Events {
+		if strings.Contains(e.Name, needle) {
+			return "event " + e.Name
+		}
+		for _, kv := range e.Attributes {
+			if strings.Contains(kv.Value.Emit(), needle) {
+				return "event " + e.Name + " attribute " + string(kv.Key)
+			}
+		}
+	}
+	if strings.Contains(s.Status.Description, needle) {
+		return "status"
+	}
+	for _, l := range s.Links {
+		for _, kv := range l.Attributes {
+			if strings.Contains(kv.Value.Emit(), needle) {
+				return "link attribute " + string(kv.Key)
+			}
+		}
+	}
+	if s.Resource != nil {
+		for _, kv := range s.Resource.Attributes() {
+			if strings.Contains(kv.Value.Emit(), needle) {
+				return "resource " + string(kv.Key)
+			}
+		}
+	}
+	return ""
+}

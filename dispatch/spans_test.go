@@ -1,0 +1,498 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// The span-tree tests pin DESIGN.md §5 exactly: every span of a request's
+// trace, its kind, its parent, its status and every attribute hopgate sets.
+// A renamed attribute, a span parented to the wrong hop or a failed hop that
+// reports usage fails here, before a dashboard or a saved search breaks.
+
+// attrs is an exact attribute set. Ports are written as PORT.
+type attrs map[string]string
+
+func (a attrs) with(b attrs) attrs {
+	out := attrs{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// node is one span of an expected (or rendered actual) trace.
+type node struct {
+	name   string
+	kind   trace.SpanKind
+	status string // "" when unset, else "error" or "error: description"
+	attrs  attrs
+	kids   []node
+}
+
+func serverSpan(path, outcome string, status int, failed bool, kids ...node) node {
+	n := node{name: telemetry.SpanServer, kind: trace.SpanKindServer, attrs: attrs{
+		telemetry.AttrFailoverPath:  path,
+		telemetry.AttrOutcome:       outcome,
+		telemetry.AttrModel:         "m",
+		"http.request.method":       "POST",
+		"http.response.status_code": strconv.Itoa(status),
+	}, kids: kids}
+	if failed {
+		n.status = "error" // otelhttp owns the description of its span
+	}
+	return n
+}
+
+func dispatchSpan(path, outcome string, hops int, served bool, kids ...node) node {
+	n := node{name: telemetry.SpanDispatch + " m", kind: trace.SpanKindInternal, attrs: attrs{
+		telemetry.AttrModel:        "m",
+		telemetry.AttrChain:        "a,b",
+		telemetry.AttrHops:         strconv.Itoa(hops),
+		telemetry.AttrOutcome:      outcome,
+		telemetry.AttrFailoverPath: path,
+	}, kids: kids}
+	if served {
+		n.attrs[telemetry.AttrServedModel] = "m"
+	}
+	if outcome != telemetry.OutcomeOK && outcome != telemetry.OutcomeFailoverOK {
+		n.status = "error: " + outcome
+	}
+	return n
+}
+
+func skipSpan(ch, region, reopenAt string) node {
+	return node{name: telemetry.SpanBreakerSkip + " " + ch, kind: trace.SpanKindInternal, attrs: attrs{
+		telemetry.AttrChannel:         ch,
+		telemetry.AttrChannelRegion:   region,
+		telemetry.AttrBreakerState:    "open",
+		telemetry.AttrBreakerReopenAt: reopenAt,
+	}}
+}
+
+// hopSpan is a CLIENT hop span; extra holds what depends on the hop's fate.
+func hopSpan(ch, region, model string, index int, outcome, status string, extra attrs, kids ...node) node {
+	return node{name: "chat " + model, kind: trace.SpanKindClient, status: status, attrs: attrs{
+		telemetry.AttrGenAIOperation:    "chat",
+		telemetry.AttrGenAIProvider:     "openai",
+		telemetry.AttrGenAIRequestModel: model,
+		telemetry.AttrChannel:           ch,
+		telemetry.AttrChannelRegion:     region,
+		telemetry.AttrHopIndex:          strconv.Itoa(index),
+		telemetry.AttrHopOutcome:        outcome,
+		"http.request.method":           "POST",
+		"server.address":                "127.0.0.1",
+		"server.port":                   "PORT",
+		"url.full":                      "http://127.0.0.1:PORT/v1/chat/completions",
+	}.with(extra), kids: kids}
+}
+
+// servedHop: only the hop that served the answer reports the response model
+// and usage (the fake answers 8 tokens to a 1-token prompt).
+func servedHop(ch, region string, index int) node {
+	return hopSpan(ch, region, "m", index, telemetry.HopOK, "", attrs{
+		"http.response.status_code":     "200",
+		telemetry.AttrGenAIResponseMdl:  "m",
+		telemetry.AttrGenAIInputTokens:  "1",
+		telemetry.AttrGenAIOutputTokens: "8",
+	}, awaitSpan(""), gateSpan(telemetry.GateCommitContent, 1, 239))
+}
+
+func awaitSpan(status string, a ...attrs) node {
+	n := node{name: telemetry.SpanAwaitHeaders, kind: trace.SpanKindInternal, status: status, attrs: attrs{}}
+	for _, x := range a {
+		n.attrs = n.attrs.with(x)
+	}
+	return n
+}
+
+func gateSpan(decision string, frames, bytes int) node {
+	n := node{name: telemetry.SpanStreamGate, kind: trace.SpanKindInternal, attrs: attrs{
+		telemetry.AttrGateDecision:   decision,
+		telemetry.AttrGateFramesHeld: strconv.Itoa(frames),
+		telemetry.AttrGateBytesHeld:  strconv.Itoa(bytes),
+	}}
+	if decision != telemetry.GateCommitContent && decision != telemetry.GateCommitTimeout {
+		n.status = "error: " + decision
+	}
+	return n
+}
+
+func degradedSpan(reason, mode, code string) node {
+	return node{name: telemetry.SpanDegradedReply, kind: trace.SpanKindInternal, attrs: attrs{
+		telemetry.AttrDegradedReason: reason,
+		telemetry.AttrModel:          "m",
+		"hopgate.degraded.mode":      mode,
+		"hopgate.error.code":         code,
+	}}
+}
+
+var portRE = regexp.MustCompile(`127\.0\.0\.1:\d+`)
+
+// render prints a tree one span per line, attributes sorted, children in
+// start order: a diff of two renders reads like a diff of two traces.
+func render(n node) string {
+	var b strings.Builder
+	var walk func(n node, depth int)
+	walk = func(n node, depth int) {
+		ind := strings.Repeat("    ", depth)
+		fmt.Fprintf(&b, "%s%s [%s]", ind, n.name, n.kind)
+		if n.status != "" {
+			fmt.Fprintf(&b, " status=%q", n.status)
+		}
+		b.WriteByte('\n')
+		keys := make([]string, 0, len(n.attrs))
+		for k := range n.attrs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "%s    %s=%s\n", ind, k, n.attrs[k])
+		}
+		for _, k := range n.kids {
+			walk(k, depth+1)
+		}
+	}
+	walk(n, 0)
+	return b.String()
+}
+
+// actualTree converts the exported spans of one trace. The SERVER span is
+// otelhttp's: only hopgate's attributes and the HTTP method and status are
+// compared, the rest is otelhttp's contract, not ours.
+func actualTree(t *testing.T, spans tracetest.SpanStubs) node {
+	t.Helper()
+	byParent := map[trace.SpanID][]tracetest.SpanStub{}
+	var roots []tracetest.SpanStub
+	for _, s := range spans {
+		if !s.Parent.IsValid() {
+			roots = append(roots, s)
+			continue
+		}
+		byParent[s.Parent.SpanID()] = append(byParent[s.Parent.SpanID()], s)
+	}
+	if len(roots) != 1 {
+		t.Fatalf("trace has %d roots, want 1", len(roots))
+	}
+	var conv func(s tracetest.SpanStub) node
+	conv = func(s tracetest.SpanStub) node {
+		n := node{name: s.Name, kind: s.SpanKind, attrs: attrs{}}
+		for _, kv := range s.Attributes {
+			k := string(kv.Key)
+			if s.SpanKind == trace.SpanKindServer && !strings.HasPrefix(k, "hopgate.") &&
+				k != "http.request.method" && k != "http.response.status_code" {
+				continue
+			}
+			v := portRE.ReplaceAllString(kv.Value.Emit(), "127.0.0.1:PORT")
+			if k == "server.port" {
+				v = "PORT"
+			}
+			n.attrs[k] = v
+		}
+		for _, e := range s.Events {
+			n.attrs["event "+e.Name] = fmt.Sprint(e.Attributes)
+		}
+		if s.Status.Code.String() == "Error" {
+			n.status = "error"
+			if s.SpanKind != trace.SpanKindServer && s.Status.Description != "" {
+				n.status += ": " + portRE.ReplaceAllString(s.Status.Description, "127.0.0.1:PORT")
+			}
+		}
+		kids := byParent[s.SpanContext.SpanID()]
+		sort.SliceStable(kids, func(i, j int) bool { return kids[i].StartTime.Before(kids[j].StartTime) })
+		for _, k := range kids {
+			n.kids = append(n.kids, conv(k))
+		}
+		return n
+	}
+	return conv(roots[0])
+}
+
+// traceOf returns the exported spans of trace id; it polls because the
+// SERVER span ends after the handler returns, which a client reading a
+// Content-Length body can beat.
+func (h *harness) traceOf(id string) tracetest.SpanStubs {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := h.tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+			h.t.Fatal(err)
+		}
+		var out tracetest.SpanStubs
+		root := false
+		for _, s := range h.spans.GetSpans() {
+			if s.SpanContext.TraceID().String() == id {
+				out = append(out, s)
+				root = root || !s.Parent.IsValid()
+			}
+		}
+		if root {
+			return out
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("trace %s never exported (%d spans)", id, len(out))
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+}
+
+// checkTrace asserts the exact tree, that the root's failover path is the
+// one the client saw (pathHeader), and that every upstream request carried
+// a traceparent naming this trace and its own hop span as parent.
+func (h *harness) checkTrace(r reply, pathHeader string, want node) {
+	h.t.Helper()
+	id := r.header.Get("X-Request-Id")
+	if len(id) != 32 {
+		h.t.Fatalf("X-Request-Id %q is not a trace id", id)
+	}
+	if got := r.header.Get("X-Hopgate-Path"); got != pathHeader {
+		h.t.Errorf("X-Hopgate-Path = %q, want %q", got, pathHeader)
+	}
+	spans := h.traceOf(id)
+	if got, w := render(actualTree(h.t, spans)), render(want); got != w {
+		h.t.Errorf("span tree mismatch\n--- got\n%s--- want\n%s", got, w)
+	}
+	hops := map[string]bool{}
+	for _, s := range spans {
+		if s.SpanKind == trace.SpanKindClient {
+			hops[s.SpanContext.SpanID().String()] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, ch := range h.channels {
+		for _, req := range h.ups[ch].Log() {
+			tp := req.Header.Get("Traceparent")
+			parts := strings.Split(tp, "-")
+			if len(parts) != 4 {
+				h.t.Fatalf("upstream %s got traceparent %q", ch, tp)
+			}
+			if parts[1] != id {
+				continue // an earlier request of the test
+			}
+			if !hops[parts[2]] || parts[3] != "01" {
+				h.t.Errorf("upstream %s got traceparent %q: parent is not a sampled hop span of the trace", ch, tp)
+			}
+			seen[parts[2]] = true
+		}
+	}
+	if len(seen) != len(hops) {
+		h.t.Errorf("%d hop spans but %d upstream requests carried this trace's traceparent", len(hops), len(seen))
+	}
+}
+
+// spanEnds reports when the next span named name ends: tests use it to know
+// where the engine stands before moving a fake clock.
+func (h *harness) spanEnds(name string) <-chan struct{} {
+	w := &endWatch{name: name, ch: make(chan struct{})}
+	h.tel.TracerProvider.RegisterSpanProcessor(w)
+	h.t.Cleanup(func() { h.tel.TracerProvider.UnregisterSpanProcessor(w) })
+	return w.ch
+}
+
+type endWatch struct {
+	name string
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (w *endWatch) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (w *endWatch) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.Name() == w.name {
+		w.once.Do(func() { close(w.ch) })
+	}
+}
+func (w *endWatch) Shutdown(context.Context) error   { return nil }
+func (w *endWatch) ForceFlush(context.Context) error { return nil }
+
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never happened", what)
+	}
+}
+
+// TestSpanTreeBreakerSkip: an open channel appears as a breaker-skip span
+// with its state and reopen time, and costs no hop span.
+func TestSpanTreeBreakerSkip(t *testing.T) {
+	h := newHarness(t, twoChannels("m", "m", ""), "a", "b")
+	if err := h.ups["a"].SetFault("m", "503"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		h.post(chat(false)) // three failures open a at 12:00:00 for 60 s
+	}
+	r := h.post(chat(true))
+	path := "a:open → b:ok"
+	h.checkTrace(r, path,
+		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
+			dispatchSpan(path, telemetry.OutcomeFailoverOK, 1, true,
+				skipSpan("a", "r-a", "2026-11-29T12:01:00Z"),
+				servedHop("b", "r-b", 0))))
+}
+
+// TestSpanTree503ThenSuccess: a failed hop carries the upstream status as
+// error.type, an error status and no usage; it has no gate (no 200).
+func TestSpanTree503ThenSuccess(t *testing.T) {
+	h := newHarness(t, twoChannels("m|503", "m", ""), "a", "b")
+	r := h.post(chat(true))
+	path := "a:503 → b:ok"
+	h.checkTrace(r, path,
+		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
+			dispatchSpan(path, telemetry.OutcomeFailoverOK, 2, true,
+				hopSpan("a", "r-a", "m|503", 0, telemetry.HopRetryable, "error: 503", attrs{
+					telemetry.AttrErrorType:     "503",
+					"http.response.status_code": "503",
+				}, awaitSpan("")),
+				servedHop("b", "r-b", 1))))
+}
+
+// TestSpanTreeHeaderTimeout: the header timeout is an error on "await
+// headers" with error.type=header_timeout, and the hop's outcome says so.
+func TestSpanTreeHeaderTimeout(t *testing.T) {
+	h := newHarness(t, twoChannels("m|no-headers", "m", "    policy: {header_timeout: 10s}\n"), "a", "b")
+	done := h.async(chat(true))
+	h.waitAttempts("a", "m|no-headers", 1)
+	h.waitTimers(1)
+	h.clock.Advance(10 * time.Second)
+	r := <-done
+	path := "a:header_timeout → b:ok"
+	h.checkTrace(r, path,
+		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
+			dispatchSpan(path, telemetry.OutcomeFailoverOK, 2, true,
+				hopSpan("a", "r-a", "m|no-headers", 0, telemetry.HopHeaderTimeout, "error: header_timeout", attrs{
+					telemetry.AttrErrorType: telemetry.ErrTypeHeaderTimeout,
+				}, awaitSpan("error: header timeout after 10s", attrs{telemetry.AttrErrorType: telemetry.ErrTypeHeaderTimeout})),
+				servedHop("b", "r-b", 1))))
+}
+
+// TestSpanTreeGateDiscard: a 200 whose stream carries an error frame is a
+// discard_error gate decision under a failed hop, then the next hop commits.
+func TestSpanTreeGateDiscard(t *testing.T) {
+	h := newHarness(t, twoChannels("m|stream-error", "m", ""), "a", "b")
+	r := h.post(chat(true))
+	path := "a:stream_error → b:ok"
+	h.checkTrace(r, path,
+		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
+			dispatchSpan(path, telemetry.OutcomeFailoverOK, 2, true,
+				hopSpan("a", "r-a", "m|stream-error", 0, telemetry.HopRetryable, "error: stream_error", attrs{
+					telemetry.AttrErrorType:     telemetry.ErrTypeStreamError,
+					"http.response.status_code": "200",
+				}, awaitSpan(""), gateSpan(telemetry.GateDiscardError, 1, 252)),
+				servedHop("b", "r-b", 1))))
+}
+
+// TestSpanTreeGateTimeoutCommit: nothing decisive within the gate timeout
+// with on_timeout commit is commit_timeout; the slow hop still serves.
+func TestSpanTreeGateTimeoutCommit(t *testing.T) {
+	h := newHarness(t, twoChannels("m|slow-first-token=60s", "m",
+		"    policy: {stream_gate: {timeout: 30s, on_timeout: commit}}\n"), "a", "b")
+	headers, gated := h.spanEnds(telemetry.SpanAwaitHeaders), h.spanEnds(telemetry.SpanStreamGate)
+	done := h.async(chat(true))
+	waitFor(t, headers, "response headers") // the gate timer is armed from here on
+	h.waitTimers(1)
+	h.clock.Advance(30 * time.Second)
+	waitFor(t, gated, "gate decision")
+	// The first token arrives after the commit, once the fake waits for it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.upClock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("the fake never waited for its first token")
+	}
+	h.upClock.Advance(60 * time.Second)
+	r := <-done
+	// The fake's ": keep-alive" comment races the gate timer over real
+	// sockets: the gate held it (1 frame, 14 bytes) or had not read it yet.
+	frames, bytes := 0, 0
+	for _, s := range h.traceOf(r.header.Get("X-Request-Id")) {
+		for _, kv := range s.Attributes {
+			if s.Name == telemetry.SpanStreamGate && string(kv.Key) == telemetry.AttrGateFramesHeld && kv.Value.AsInt64() == 1 {
+				frames, bytes = 1, 14
+			}
+		}
+	}
+	path := "a:ok"
+	model := "m|slow-first-token=60s"
+	h.checkTrace(r, path,
+		serverSpan(path, telemetry.OutcomeOK, 200, false,
+			dispatchSpan(path, telemetry.OutcomeOK, 1, true,
+				hopSpan("a", "r-a", model, 0, telemetry.HopOK, "", attrs{
+					"http.response.status_code":     "200",
+					telemetry.AttrGenAIResponseMdl:  model,
+					telemetry.AttrGenAIInputTokens:  "1",
+					telemetry.AttrGenAIOutputTokens: "8",
+				}, awaitSpan(""), gateSpan(telemetry.GateCommitTimeout, frames, bytes)))))
+}
+
+// TestSpanTreeMidStreamCut: a stream cut after commit is an interrupted
+// request; the hop says why (error.type, hopgate.stream.end) and reports no
+// usage. X-Hopgate-Path left with the status line at commit ("a:ok"); only
+// the trace can tell the end of the story ("a:cut").
+func TestSpanTreeMidStreamCut(t *testing.T) {
+	h := newHarness(t, twoChannels("m|cut=3", "m", ""), "a", "b")
+	r := h.post(chat(true))
+	if !strings.Contains(r.body, "upstream_stream_interrupted") {
+		t.Fatalf("no in-band interruption: %s", r.body)
+	}
+	path := "a:cut"
+	h.checkTrace(r, "a:ok",
+		serverSpan(path, telemetry.OutcomeInterrupted, 200, true,
+			dispatchSpan(path, telemetry.OutcomeInterrupted, 1, true,
+				hopSpan("a", "r-a", "m|cut=3", 0, telemetry.HopRetryable, "error: cut", attrs{
+					"http.response.status_code": "200",
+					telemetry.AttrStreamEnd:     "interrupted",
+					telemetry.AttrErrorType:     telemetry.ErrTypeStreamInterrupted,
+				}, awaitSpan(""), gateSpan(telemetry.GateCommitContent, 1, 245)))))
+}
+
+// TestSpanTreeDeadlineDegraded: the chain deadline ends the in-flight hop
+// (kept in the path as "a:deadline") and the reply is the degraded-reply
+// span under dispatch; both the error and the 200 message mode.
+func TestSpanTreeDeadlineDegraded(t *testing.T) {
+	for _, tc := range []struct {
+		mode, outcome, code string
+		status              int
+	}{
+		{"error", telemetry.OutcomeDeadline, "engine_overloaded", http.StatusServiceUnavailable},
+		{"message", telemetry.OutcomeDegraded, "engine_overloaded", http.StatusOK},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			h := newHarness(t, twoChannels("m|no-headers", "m",
+				"    policy: {chain_deadline: 5s, degraded_reply: {mode: "+tc.mode+", message: busy}}\n"), "a", "b")
+			done := h.async(chat(true))
+			h.waitAttempts("a", "m|no-headers", 1)
+			h.waitTimers(2) // chain deadline and header timeout
+			h.clock.Advance(5 * time.Second)
+			r := <-done
+			if r.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
+			}
+			path := "a:deadline"
+			h.checkTrace(r, path,
+				serverSpan(path, tc.outcome, tc.status, true,
+					dispatchSpan(path, tc.outcome, 1, false,
+						hopSpan("a", "r-a", "m|no-headers", 0, telemetry.HopRetryable, "error: deadline", attrs{
+							telemetry.AttrErrorType: "deadline",
+						}, awaitSpan(`error: Post "http://127.0.0.1:PORT/v1/chat/completions": chain deadline exceeded before an answer was committed`)),
+						degradedSpan("chain_deadline", tc.mode, tc.code))))
+		})
+	}
+}
