@@ -54,3 +54,26 @@ demo: jaeger
 
 clean:
 	rm -rf $(BIN)
+
+## bench: hopgate against direct and a bare reverse proxy, tracing on (about
+## 5 minutes, loopback only); rewrites docs/benchmarks.md. BENCH_PEERS=portkey
+## adds Portkey's gateway; BENCH_FLAGS passes hopbench flags (-quick, -profile DIR).
+bench:
+	$(GO) run ./cmd/hopbench -out docs/benchmarks.md $(BENCH_FLAGS)
+
+## fuzz: run every fuzz target for FUZZTIME each (corpora in testdata/fuzz).
+FUZZTIME ?= 20s
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+		for fz in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do \
+			echo "== $$pkg $$fz ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$fz$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+## soak: bounded mixed-traffic soak on loopback (DURATION=10m RATE=40 for the long one).
+DURATION ?= 60s
+RATE     ?= 40
+soak:
+	$(GO) run ./cmd/hopsoak -duration $(DURATION) -rate $(RATE)

@@ -25,6 +25,9 @@ var (
 	errGateTimeout   = errors.New("stream gate timeout: nothing decisive in time")
 )
 
+// errTypeFrameTooLarge labels a hop whose SSE frame exceeded MaxFrame.
+const errTypeFrameTooLarge = "frame_too_large"
+
 // Limits that bound memory per request.
 const (
 	// DefaultMaxFrame bounds one upstream SSE frame.
@@ -35,7 +38,7 @@ const (
 	DefaultMaxErrorBody = 1 << 20
 	// DefaultMaxResponseBody bounds a non-streaming upstream body (images in
 	// base64 are large; anything beyond this is classified as a failed hop).
-	DefaultMaxResponseBody = 256 << 20
+	DefaultMaxResponseBody = 64 << 20
 )
 
 // Options configure an Engine. Every field has a working nil default.
@@ -59,6 +62,9 @@ type Options struct {
 	Jitter func() float64
 	// MaxFrame and MaxHeld override the SSE frame and gate-hold limits.
 	MaxFrame, MaxHeld int
+	// MaxResponseBody overrides DefaultMaxResponseBody, the bound on a
+	// buffered (non-streaming) upstream body.
+	MaxResponseBody int64
 }
 
 // Engine applies the four layers to requests. One Engine serves the whole
@@ -73,6 +79,7 @@ type Engine struct {
 	jitter    func() float64
 	maxFrame  int
 	maxHeld   int
+	maxBody   int64
 }
 
 // New builds an Engine.
@@ -85,6 +92,7 @@ func New(o Options) *Engine {
 		jitter:    o.Jitter,
 		maxFrame:  o.MaxFrame,
 		maxHeld:   o.MaxHeld,
+		maxBody:   o.MaxResponseBody,
 	}
 	if e.clock == nil {
 		e.clock = clockwork.NewRealClock()
@@ -106,6 +114,9 @@ func New(o Options) *Engine {
 	}
 	if e.maxHeld <= 0 {
 		e.maxHeld = DefaultMaxHeld
+	}
+	if e.maxBody <= 0 {
+		e.maxBody = DefaultMaxResponseBody
 	}
 	tr := o.Transport
 	if tr == nil {

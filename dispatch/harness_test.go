@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
@@ -26,6 +28,7 @@ import (
 // fake providers, with every gateway timer on a fake clock.
 type harness struct {
 	t        *testing.T
+	tb       testing.TB           // t, or the benchmark's B
 	clock    *clockwork.FakeClock // the gateway's clock
 	upClock  *clockwork.FakeClock // the providers' clock (flap, slow first token)
 	ups      map[string]*upstream.Server
@@ -35,6 +38,23 @@ type harness struct {
 	spans    *tracetest.InMemoryExporter
 	tel      *telemetry.Telemetry
 	channels []string
+	// transport is the engine's upstream transport and client the test
+	// client's: both are closed at cleanup, so goleak sees no idle conns.
+	transport *http.Transport
+	client    *http.Client
+	ended     *spanCounter
+}
+
+// harnessOptions tune one harness; the zero value is what newHarness uses.
+type harnessOptions struct {
+	// maxFrame is dispatch.Options.MaxFrame (0: the default).
+	maxFrame int
+	// custom serves these channel ids with a hand-written handler instead
+	// of a fake provider, for behaviour the fault grammar cannot express.
+	custom map[string]http.Handler
+	// upstreamClock drives the fake providers (nil: upClock, a fake clock);
+	// benchmarks pass a real clock so frame delays really elapse.
+	upstreamClock clockwork.Clock
 }
 
 // channelEnv is the credential every fake channel expects.
@@ -44,15 +64,32 @@ const channelKey = "sk-channel-secret-0123456789"
 // config is cfgYAML with {{url:ID}} replaced by that provider's base URL.
 func newHarness(t *testing.T, cfgYAML string, channels ...string) *harness {
 	t.Helper()
+	return newHarnessWith(t, harnessOptions{}, cfgYAML, channels...)
+}
+
+// newHarnessWith is newHarness with options.
+func newHarnessWith(t testing.TB, o harnessOptions, cfgYAML string, channels ...string) *harness {
+	t.Helper()
+	tt, _ := t.(*testing.T)
 	h := &harness{
-		t:        t,
+		t:        tt,
+		tb:       t,
 		clock:    clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)),
 		upClock:  clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)),
 		ups:      map[string]*upstream.Server{},
 		channels: channels,
 	}
+	for id, handler := range o.custom {
+		srv := httptest.NewServer(handler)
+		t.Cleanup(srv.Close)
+		cfgYAML = strings.ReplaceAll(cfgYAML, "{{url:"+id+"}}", srv.URL+"/v1")
+	}
+	var upClock clockwork.Clock = h.upClock
+	if o.upstreamClock != nil {
+		upClock = o.upstreamClock
+	}
 	for _, id := range channels {
-		u := upstream.New(upstream.Options{Clock: h.upClock, Name: id, APIKey: channelKey})
+		u := upstream.New(upstream.Options{Clock: upClock, Name: id, APIKey: channelKey})
 		srv := httptest.NewServer(u)
 		t.Cleanup(func() { u.Close(); srv.Close() })
 		h.ups[id] = u
@@ -78,14 +115,65 @@ func newHarness(t *testing.T, cfgYAML string, channels ...string) *harness {
 		t.Fatal(err)
 	}
 	h.tel = tel
-	h.engine = dispatch.New(dispatch.Options{Clock: h.clock, Telemetry: tel, Jitter: func() float64 { return 0 }})
+	h.ended = &spanCounter{n: map[string]int{}}
+	tel.TracerProvider.RegisterSpanProcessor(h.ended)
+	h.transport = dispatch.NewTransport()
+	h.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	h.engine = dispatch.New(dispatch.Options{Clock: h.clock, Telemetry: tel, Jitter: func() float64 { return 0 },
+		Transport: h.transport, MaxFrame: o.maxFrame})
 	srv := api.New(cfg, h.engine, tel, slog.New(slog.DiscardHandler))
 	h.gw = httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		h.gw.Close()
+		h.client.CloseIdleConnections()
+		h.transport.CloseIdleConnections()
 		_ = tel.Shutdown(context.Background())
 	})
 	return h
+}
+
+// spanCounter counts ended spans by name, synchronously at End, so a test
+// can tell where a request is (e.g. "await headers" ended: the gate runs).
+type spanCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *spanCounter) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (s *spanCounter) OnEnd(sp sdktrace.ReadOnlySpan) {
+	s.mu.Lock()
+	s.n[sp.Name()]++
+	s.mu.Unlock()
+}
+func (s *spanCounter) Shutdown(context.Context) error   { return nil }
+func (s *spanCounter) ForceFlush(context.Context) error { return nil }
+
+func (s *spanCounter) count(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[name]
+}
+
+// waitSpanEnd waits until n spans named name have ended.
+func (h *harness) waitSpanEnd(name string, n int) {
+	h.tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.ended.count(name) < n {
+		if time.Now().After(deadline) {
+			h.tb.Fatalf("span %q ended %d times, want %d", name, h.ended.count(name), n)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+}
+
+// waitInGate waits until hop number hops (1-based) has its response headers
+// and the gateway armed its timers: timers is how many the gateway clock
+// must hold then (gate timer, plus the chain deadline when set). The header
+// timer is stopped before "await headers" ends, so the count is exact.
+func (h *harness) waitInGate(hops, timers int) {
+	h.tb.Helper()
+	h.waitSpanEnd(telemetry.SpanAwaitHeaders, hops)
+	h.waitTimers(timers)
 }
 
 // twoChannels is the common shape: a cheap channel "a" and a dearer "b".
@@ -126,7 +214,7 @@ func (h *harness) postCtx(ctx context.Context, body string, hdr map[string]strin
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := h.client.Do(req)
 	if err != nil {
 		h.t.Fatalf("gateway request: %v", err)
 	}
@@ -145,7 +233,7 @@ func (h *harness) async(body string) <-chan reply {
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, h.gw.URL+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := h.client.Do(req)
 		if err != nil {
 			ch <- reply{status: -1, body: err.Error()}
 			return

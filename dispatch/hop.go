@@ -35,6 +35,9 @@ type hopResult struct {
 	deadline      bool
 	contextLength bool
 	final         *upstreamReply // final upstream error, not yet written
+	// stepRecorded: the hop already put its step on the failover path (an
+	// interrupted stream records its cut before the resume hops' steps).
+	stepRecorded bool
 }
 
 // upstreamReply is a buffered upstream answer (final errors).
@@ -84,7 +87,7 @@ func (c *call) hop(m *config.Model, entry config.Entry, try int) (res hopResult)
 		c.e.tel.Metrics.Hop(hctx, ch.ID, ch.Region, m.Name, c.req.Operation, outcome, c.e.clock.Since(start))
 		// A hop cut by the chain deadline stays in the path ("a:deadline"):
 		// on-call must see which channel was in flight when time ran out.
-		if res.class != classify.Canceled {
+		if res.class != classify.Canceled && !res.stepRecorded {
 			step := res.label
 			if step == "" {
 				step = outcome
@@ -171,7 +174,12 @@ func (c *call) send(hopCtx, hctx context.Context, span trace.Span, cancelHop con
 	_, await := c.e.tel.Tracer.Start(hctx, telemetry.SpanAwaitHeaders, trace.WithSpanKind(trace.SpanKindInternal))
 	ht := c.e.clock.AfterFunc(pol.HeaderTimeout, func() { cancelHop(errHeaderTimeout) })
 	resp, err = c.e.client.Do(req)
-	ht.Stop()
+	if !ht.Stop() && err == nil {
+		// The timer fired as the headers arrived: the hop context is
+		// already cancelled, so the body is unreadable. It timed out.
+		_ = resp.Body.Close()
+		resp, err = nil, errHeaderTimeout
+	}
 	if err != nil {
 		res := c.transportFailure(hopCtx, err)
 		if res.headerTimeout {
@@ -257,7 +265,9 @@ func (c *call) upstreamError(hopCtx context.Context, span trace.Span, resp *http
 			return res // the walk moves to the context fallback
 		}
 	}
-	c.writeFinal(res)
+	if !c.writeFinal(res) {
+		return c.lostCommit(hopCtx)
+	}
 	res.done = true
 	return res
 }
@@ -270,10 +280,11 @@ func (c *call) currentModel() *config.Model {
 	return c.req.Model
 }
 
-// writeFinal passes a final upstream answer through unchanged.
-func (c *call) writeFinal(res hopResult) {
+// writeFinal passes a final upstream answer through unchanged; false when
+// the chain deadline claimed the reply first (nothing was written).
+func (c *call) writeFinal(res hopResult) bool {
 	if !c.commit() {
-		return
+		return false
 	}
 	h := c.w.Header()
 	for k, v := range res.final.header {
@@ -285,6 +296,7 @@ func (c *call) writeFinal(res hopResult) {
 	_, _ = c.w.Write(res.final.body)
 	c.outcome = OutcomeFinalError
 	c.status = res.final.status
+	return true
 }
 
 // readBounded reads at most limit bytes; more is an error.

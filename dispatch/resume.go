@@ -123,8 +123,11 @@ func (c *call) continueHop(m *config.Model, entry config.Entry, st *streamState,
 	}
 	defer resp.Body.Close()
 	if cl := classify.Status(resp.StatusCode); cl != classify.Success {
+		// The status keeps its class: a 400 to a continuation request (a
+		// channel that refuses prefill) is not a channel failure and must
+		// not count against its breaker; a 429 or 5xx is and does.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, DefaultMaxErrorBody))
-		return hopResult{class: classify.Retryable, status: resp.StatusCode, label: strconv.Itoa(resp.StatusCode)},
+		return hopResult{class: cl, status: resp.StatusCode, label: strconv.Itoa(resp.StatusCode)},
 			resp.StatusCode >= 400 && resp.StatusCode < 500
 	}
 	if mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {

@@ -134,6 +134,11 @@ gateLoop:
 					decide(telemetry.GateDiscardEOF)
 					return r
 				}
+				if errors.Is(it.err, sse.ErrFrameTooLarge) {
+					// A frame that never ends (or is absurdly long) is a broken
+					// upstream, bounded by MaxFrame rather than by memory.
+					return fail(telemetry.GateDiscardError, errTypeFrameTooLarge)
+				}
 				return fail(telemetry.GateDiscardEOF, telemetry.ErrTypeStreamEOF)
 			}
 			switch it.info.Kind {
@@ -184,6 +189,9 @@ gateLoop:
 		}
 	}
 	held = nil
+	if gt != nil {
+		gt.Stop() // decided: only the idle timer may end the stream now
+	}
 
 	// After commit: pass frames through, flush per frame, never present a
 	// truncated answer as complete.
@@ -327,9 +335,12 @@ func (c *call) interrupt(ctx context.Context, span trace.Span, m *config.Model, 
 		attribute.String(telemetry.AttrStreamEnd, "interrupted"),
 		attribute.String(telemetry.AttrErrorType, telemetry.ErrTypeStreamInterrupted),
 	)
+	// The cut goes on the path now, before the steps of any resume hop,
+	// so the path reads in the order things happened: "a:cut → b:prefill_ok".
+	c.steps = append(c.steps, telemetry.Step{Channel: ch.ID, Result: "cut"})
 	if m.Policy.MidStream == config.MidStreamResume && !st.toolCalls {
 		if c.resume(ctx, m, entry, st, why) {
-			return hopResult{class: classify.Retryable, done: true, status: http.StatusOK, label: "cut"}
+			return hopResult{class: classify.Retryable, done: true, status: http.StatusOK, label: "cut", stepRecorded: true}
 		}
 	}
 	frame := apierror.StreamFrame(c.requestID, apierror.StreamInterrupted(
@@ -337,7 +348,7 @@ func (c *call) interrupt(ctx context.Context, span trace.Span, m *config.Model, 
 	_ = c.writeFrame(frame)
 	c.outcome = OutcomeInterrupted
 	c.interrupted = true
-	return hopResult{class: classify.Retryable, done: true, status: http.StatusOK, label: "cut"}
+	return hopResult{class: classify.Retryable, done: true, status: http.StatusOK, label: "cut", stepRecorded: true}
 }
 
 // clientGone ends a hop whose client left: no breaker effect.
@@ -364,7 +375,11 @@ func (c *call) ctxEnded(hopCtx context.Context) (hopResult, bool) {
 }
 
 // lostCommit: the chain deadline fired while this hop was about to commit.
+// Its timer claimed the reply but may not have cancelled the request context
+// yet; cancel it here (same cause), so the walk stops at once and finish
+// answers with the deadline reply, not with an exhaustion error.
 func (c *call) lostCommit(hopCtx context.Context) hopResult {
+	c.cancel(errChainDeadline)
 	return hopResult{class: classify.Retryable, label: "deadline", deadline: true}
 }
 
@@ -376,7 +391,7 @@ func (c *call) buffered(hopCtx context.Context, span trace.Span, cancelHop conte
 	if d := m.Policy.StreamIdleTimeout; d > 0 {
 		body = &idleReader{r: resp.Body, clock: c.e.clock, d: d, cancel: cancelHop}
 	}
-	b, err := readBounded(body, DefaultMaxResponseBody)
+	b, err := readBounded(body, c.e.maxBody)
 	if ir, ok := body.(*idleReader); ok {
 		ir.stop()
 	}

@@ -47,6 +47,9 @@ type call struct {
 	req       *Request
 	clientCtx context.Context // the client's context: cancellation means the client left
 	ctx       context.Context // clientCtx plus the chain deadline
+	// cancel ends ctx; lostCommit calls it so the chain deadline is visible
+	// on ctx at once, not only when its timer goroutine gets to run.
+	cancel    context.CancelCauseFunc
 	start     time.Time
 	requestID string
 
@@ -95,6 +98,7 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Res
 	dctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	c.ctx = dctx
+	c.cancel = cancel
 	if d := req.Model.Policy.ChainDeadline; d > 0 {
 		t := e.clock.AfterFunc(d, func() {
 			if c.state.CompareAndSwap(stateOpen, stateDeadline) {
@@ -293,6 +297,15 @@ func (c *call) recordBreaker(br *breaker.Breaker, t breaker.Ticket, res hopResul
 	case classify.Success:
 		br.Done(t, breaker.Success)
 	case classify.Retryable:
+		if res.deadline {
+			// The chain deadline is the caller's budget, not a verdict on
+			// this channel: a later hop only gets what earlier hops left,
+			// and counting it would open healthy channels in an incident
+			// (header_timeout, below the deadline in the chat profile,
+			// still catches a hanging channel).
+			br.Done(t, breaker.Excluded)
+			return
+		}
 		br.Done(t, breaker.Failure)
 		if res.retryAfter > 0 {
 			d := res.retryAfter
@@ -352,14 +365,14 @@ func (c *call) finish(last hopResult) {
 		c.outcome = OutcomeCanceled
 		c.status = 499 // client closed request (nginx convention; never sent)
 	case context.Cause(c.ctx) == errChainDeadline:
-		c.e.tel.Metrics.ChainExceeded(c.clientCtx, c.req.Model.Name)
-		c.degraded("chain_deadline", apierror.EngineOverloaded(
-			"no channel answered within the chain deadline of "+c.req.Model.Policy.ChainDeadline.String()+"; path: "+telemetry.FormatPath(c.steps),
-			retryAfterHint(c.req.Model.Policy.ChainDeadline)))
+		c.deadlineReply()
 	case last.final != nil:
 		// A final upstream answer after fallbacks were exhausted (e.g. context
-		// length without a context_fallback): pass it through unchanged.
-		c.writeFinal(last)
+		// length without a context_fallback): pass it through unchanged,
+		// unless the chain deadline claimed the reply meanwhile.
+		if !c.writeFinal(last) {
+			c.deadlineReply()
+		}
 	default:
 		status := http.StatusBadGateway
 		if s, ok := sharedStatus(c.statuses); ok {
@@ -367,6 +380,14 @@ func (c *call) finish(last hopResult) {
 		}
 		c.degraded("exhausted", apierror.AllChannelsFailed(status, telemetry.FormatPath(c.steps)))
 	}
+}
+
+// deadlineReply is the degraded reply of a chain that hit its deadline.
+func (c *call) deadlineReply() {
+	c.e.tel.Metrics.ChainExceeded(c.clientCtx, c.req.Model.Name)
+	c.degraded("chain_deadline", apierror.EngineOverloaded(
+		"no channel answered within the chain deadline of "+c.req.Model.Policy.ChainDeadline.String()+"; path: "+telemetry.FormatPath(c.steps),
+		retryAfterHint(c.req.Model.Policy.ChainDeadline)))
 }
 
 // sharedStatus: when every hop returned the same upstream status, the client

@@ -33,6 +33,14 @@ type Options struct {
 	// DrainTimeout bounds the wait for in-flight requests (streams
 	// included) on Shutdown. Default 30 s.
 	DrainTimeout time.Duration
+	// ReadHeaderTimeout and IdleTimeout override the main listener's
+	// slow-client limits (api.NewHTTPServer: 10 s and 2 min). Zero keeps
+	// them; tests shorten them so a slowloris test takes a second.
+	ReadHeaderTimeout, IdleTimeout time.Duration
+	// MaxFrame, MaxHeld and MaxResponseBody override the engine's
+	// per-request memory bounds (dispatch.Options). Zero keeps the defaults.
+	MaxFrame, MaxHeld int
+	MaxResponseBody   int64
 }
 
 // Gateway is a running hopgate: main and admin listeners over one engine.
@@ -81,6 +89,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	g.engine = dispatch.New(dispatch.Options{
 		Clock: clock, Transport: o.Transport, Breakers: breakers,
 		Telemetry: g.tel, Logger: g.log, Version: o.Version,
+		MaxFrame: o.MaxFrame, MaxHeld: o.MaxHeld, MaxResponseBody: o.MaxResponseBody,
 	})
 	g.api = api.New(cfg, g.engine, g.tel, g.log)
 	g.tel.Metrics.ObserveBreakers(func() []telemetry.BreakerObservation {
@@ -102,6 +111,12 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		g.log.Warn("auth.mode is none: any client can use this gateway; for local development only")
 	}
 	g.main = api.NewHTTPServer(cfg.Listen, g.api.Handler(), g.log)
+	if o.ReadHeaderTimeout > 0 {
+		g.main.ReadHeaderTimeout = o.ReadHeaderTimeout
+	}
+	if o.IdleTimeout > 0 {
+		g.main.IdleTimeout = o.IdleTimeout
+	}
 	g.adm = &http.Server{Handler: g.admin.Handler(), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
 	g.serve(g.main, g.mainLn)

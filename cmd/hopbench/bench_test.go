@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// TestMain lets the test binary play the child roles, as the command does:
+// the harness re-executes os.Executable(), which here is the test binary.
+func TestMain(m *testing.M) {
+	if role := os.Getenv(envRole); role != "" {
+		if err := runRole(role, os.Stdin, os.Stdout); err != nil {
+			os.Stderr.WriteString("hopbench " + role + ": " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// The whole harness runs in -quick mode so it cannot rot: processes start,
+// every target answers correctly, the report renders with every section.
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts several processes and loads them for a few seconds")
+	}
+	out := filepath.Join(t.TempDir(), "benchmarks.md")
+	o, err := parseFlags([]string{"-quick", "-out", out}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.duration, o.idle = 150*time.Millisecond, 20
+	res, err := run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mx := range res.allMatrices() {
+		for _, name := range mx.targets {
+			for _, s := range mx.by[name] {
+				if s.ok == 0 {
+					t.Errorf("%s %s %s: no successful request: %v", mx.wl.name, mx.mode, name, s.errors)
+				}
+			}
+		}
+	}
+	if res.skipHits != 0 {
+		t.Errorf("the open channel saw %d requests during L1-skip turns; want 0", res.skipHits)
+	}
+	if ir := res.idle["hopgate"]; ir.opened != o.idle {
+		t.Errorf("idle streams through hopgate: %d of %d opened (%s)", ir.opened, o.idle, ir.err)
+	}
+	if res.export.sink.Spans == 0 {
+		t.Error("the OTLP sink received no spans: tracing is not exported")
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, section := range []string{"## Targets", "## Throughput", "## Latency", "## Time to first token",
+		"## Failover paths", "## Memory per idle stream", "## Trace export", "## Go micro-benchmarks"} {
+		if !strings.Contains(string(b), section) {
+			t.Errorf("report lacks %q", section)
+		}
+	}
+}
+
+func TestParseBench(t *testing.T) {
+	out := `goos: linux
+pkg: github.com/hopgate/hopgate/dispatch/sse
+BenchmarkReader-2   	  123456	      9876 ns/op	  12.34 MB/s	     16 B/op	       1 allocs/op
+pkg: github.com/hopgate/hopgate/dispatch/classify
+BenchmarkStatus-2   	1000000000	         0.5120 ns/op	       0 B/op	       0 allocs/op
+BenchmarkNoMem      	     100	        42 ns/op
+FAIL	github.com/hopgate/hopgate/dispatch/gate [build failed]
+`
+	got, failed := parseBench(out)
+	want := []microBench{
+		{pkg: "dispatch/sse", name: "BenchmarkReader", nsPerOp: 9876, mbPerS: 12.34, bytesPerOp: 16, allocsPerOp: 1, hasMem: true},
+		{pkg: "dispatch/classify", name: "BenchmarkStatus", nsPerOp: 0.512, hasMem: true},
+		{pkg: "dispatch/classify", name: "BenchmarkNoMem", nsPerOp: 42},
+	}
+	// Why: the 0-allocs verdict and the report table read these fields.
+	if len(got) != len(want) {
+		t.Fatalf("got %d benchmarks, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if len(failed) != 1 || failed[0] != "dispatch/gate" {
+		t.Errorf("failed packages: %v", failed)
+	}
+}
+
+func TestCountSpans(t *testing.T) {
+	msg := func(num protowire.Number, parts ...[]byte) []byte {
+		var b []byte
+		for _, p := range parts {
+			b = protowire.AppendTag(b, num, protowire.BytesType)
+			b = protowire.AppendBytes(b, p)
+		}
+		return b
+	}
+	span := []byte{0x0a, 0x01, 0x01} // a span with a trace_id byte
+	scope := append(msg(1, []byte("scope")), msg(2, span, span, span)...)
+	resource := append(msg(1, []byte("res")), msg(2, scope, scope)...)
+	other := protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), 7)
+	req := append(msg(1, resource, resource), other...)
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want int
+		ok   bool
+	}{
+		// Why: nested repeated messages are all counted, unknown fields skipped.
+		{"two resources, two scopes each, three spans each", req, 12, true},
+		// Why: an empty export is valid and has no spans.
+		{"empty", nil, 0, true},
+		// Why: truncated input is reported, not miscounted silently.
+		{"truncated", req[:len(req)-5], 0, false},
+	} {
+		got, ok := countSpans(tc.in)
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("%s: got %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestQuantileAndMedian(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		in   []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{"p50 of odd count is the middle", ms(1, 2, 3), 0.5, 2 * time.Millisecond}, // nearest rank
+		{"p99 of 100 is the 99th", ms(seq(100)...), 0.99, 99 * time.Millisecond},   // not the max
+		{"empty is zero", nil, 0.5, 0},                                             // no panic on a dead target
+		{"p100 is the max", ms(5, 6, 7), 1, 7 * time.Millisecond},                  // clamp
+		{"tiny p is the min", ms(5, 6, 7), 0.0001, 5 * time.Millisecond},           // clamp low
+	} {
+		if got := quantile(tc.in, tc.p); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := median([]float64{3, 1, 2, 10}); got != 2.5 {
+		t.Errorf("median of even count: got %v, want 2.5", got)
+	}
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}

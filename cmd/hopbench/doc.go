@@ -1,0 +1,25 @@
+// Command hopbench measures what hopgate costs against a bare reverse proxy,
+// side by side, with tracing on (`make bench`). It writes docs/benchmarks.md.
+//
+// Everything runs on 127.0.0.1 ephemeral ports, as separate processes so
+// each one's CPU, GC and RSS are its own: the harness re-executes itself
+// with HOPBENCH_ROLE set to become a fast fake upstream ("upstream"), a bare
+// httputil.ReverseProxy ("proxy") or hopgate itself ("gateway": gateway.Start
+// with telemetry.Setup exporting 100 % of traces over OTLP/HTTP to a sink in
+// the harness, metrics scraped by the harness). The harness process is the
+// load generator (vegeta as a library for open-loop fixed-rate and
+// closed-loop fixed-concurrency attacks, a small SSE client for
+// time-to-first-token and idle streams) and the OTLP sink, which counts
+// bytes and spans so the export cost is real and its completeness visible.
+//
+// Targets are measured in alternating rounds (direct, proxy, hopgate,
+// direct, …) so machine noise hits each one equally; the report gives
+// medians of rounds and per-round ratios against the direct and proxy
+// targets. BENCH_PEERS=portkey adds Portkey's open-source gateway as a
+// fourth target (npm install into the user cache, outside the repository).
+//
+// hopbench owns only this measurement. It must not change how hopgate
+// behaves: the gateway under test is built from the same packages and
+// defaults as `hopgate serve`, configured through a YAML config and OTEL_*
+// variables like a deployment.
+package main

@@ -1,0 +1,592 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if role := os.Getenv(envRole); role != "" {
+		if err := runRole(role, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "hopbench "+role+":", err)
+			os.Exit(1)
+		}
+		return
+	}
+	o, err := parseFlags(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	o.log = os.Stderr
+	if _, err := run(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "hopbench:", err)
+		os.Exit(1)
+	}
+}
+
+// options of one benchmark run.
+type options struct {
+	out         string        // report path ("" or "-": stdout)
+	duration    time.Duration // per target per round
+	rounds      int
+	rate        int    // open-loop rate for latency
+	workers     uint64 // closed-loop concurrency for throughput
+	ttftWorkers int
+	idle        int // idle streams for the memory test
+	micro       bool
+	benchtime   string
+	peers       []string
+	profileDir  string
+	root        string // module root (micro-benchmarks)
+	quick       bool
+	log         io.Writer
+}
+
+func parseFlags(args []string, getenv func(string) string) (options, error) {
+	fs := flag.NewFlagSet("hopbench", flag.ContinueOnError)
+	var o options
+	fs.StringVar(&o.out, "out", "docs/benchmarks.md", `report path ("-" for stdout)`)
+	fs.DurationVar(&o.duration, "duration", 1500*time.Millisecond, "length of one target's turn in a round")
+	fs.IntVar(&o.rounds, "rounds", 5, "rounds per measurement (targets alternate within a round)")
+	fs.IntVar(&o.rate, "rate", 1000, "open-loop request rate for the latency measurement (req/s)")
+	workers := fs.Uint64("workers", 32, "closed-loop concurrency for the throughput measurement")
+	fs.IntVar(&o.ttftWorkers, "ttft-workers", 4, "concurrent streams for the time-to-first-token measurement")
+	fs.IntVar(&o.idle, "idle", 1000, "idle streams for the memory measurement")
+	fs.BoolVar(&o.micro, "micro", true, "run the Go micro-benchmarks")
+	fs.StringVar(&o.benchtime, "benchtime", "300ms", "go test -benchtime for the micro-benchmarks")
+	fs.StringVar(&o.profileDir, "profile", "", "directory for CPU and allocation profiles of hopgate under load")
+	peers := fs.String("peers", getenv("BENCH_PEERS"), "comma-separated peer gateways to include (portkey); default $BENCH_PEERS")
+	fs.BoolVar(&o.quick, "quick", false, "smoke test: tiny durations and counts, no micro-benchmarks")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.workers = *workers
+	for p := range strings.SplitSeq(*peers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			if p != peerPortkey {
+				return o, fmt.Errorf("unknown peer %q (known: %s)", p, peerPortkey)
+			}
+			o.peers = append(o.peers, p)
+		}
+	}
+	if o.quick {
+		o.duration, o.rounds, o.rate, o.workers, o.idle, o.micro = 300*time.Millisecond, 1, 200, 8, 50, false
+		o.ttftWorkers = 2
+	}
+	if o.rounds < 1 || o.duration <= 0 || o.rate < 1 || o.workers < 1 || o.idle < 1 {
+		return o, errors.New("rounds, duration, rate, workers and idle must be positive")
+	}
+	return o, nil
+}
+
+// results is everything a run measured; report.go renders it.
+type results struct {
+	opts        options
+	facts       machineFacts
+	targets     []string           // in round order
+	latency     map[string]*matrix // by workload name
+	throughput  map[string]*matrix // by workload name
+	ttft        *matrix            // streams
+	failRate    *matrix            // failover cases at the fixed rate
+	failMax     *matrix            // failover cases at fixed concurrency
+	skipHits    int64              // upstream round trips to the open channel during skip turns
+	fail1Hits   int64              // round trips to the 503 channel during fail1 turns
+	fail1Reqs   int64              // fail1 requests answered
+	idle        map[string]idleResult
+	export      exportStats
+	calibration map[string]sample // fast upstream vs cmd/fakeupstream
+	micro       microResult
+	profiles    []string
+	notes       []string
+	elapsed     time.Duration
+}
+
+// matrix holds one sample per target per round.
+type matrix struct {
+	mode    attackMode
+	wl      workload
+	targets []string
+	by      map[string][]sample
+}
+
+func newMatrix(m attackMode, wl workload, targets []string) *matrix {
+	return &matrix{mode: m, wl: wl, targets: targets, by: map[string][]sample{}}
+}
+
+// exportStats is what reached the OTLP sink from the measured gateway.
+type exportStats struct {
+	sink             sinkStats
+	hopgateRequests  int64
+	metricsScrapes   int
+	metricsBytes     int64
+	metricsScrapeErr string
+}
+
+// world is the running benchmark environment.
+type world struct {
+	o        options
+	up       *child
+	proxy    *child
+	gw       *child
+	peers    []*peer
+	sink     *otlpSink
+	sinkAddr string
+	sinkStop func()
+	targets  []target
+	hopgate  target
+	client   *http.Client
+	hgReqs   int64 // requests sent to the measured gateway
+
+	peerErrors []string // first error line each peer logged
+}
+
+func (w *world) logf(format string, args ...any) {
+	fmt.Fprintf(w.o.log, "hopbench: "+format+"\n", args...)
+}
+
+func run(ctx context.Context, o options) (*results, error) {
+	if o.log == nil {
+		o.log = io.Discard
+	}
+	began := time.Now()
+	if o.root == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		if o.root, err = moduleRoot(wd); err != nil && o.micro {
+			return nil, err
+		}
+	}
+	res := &results{opts: o, facts: readFacts(), latency: map[string]*matrix{}, throughput: map[string]*matrix{},
+		idle: map[string]idleResult{}, calibration: map[string]sample{}}
+	w := &world{o: o, sink: newOTLPSink(), client: streamClient()}
+	defer w.close()
+	if err := w.start(); err != nil {
+		return nil, err
+	}
+	for _, t := range w.targets {
+		res.targets = append(res.targets, t.name)
+	}
+	for _, p := range w.peers {
+		if p.note != "" {
+			res.notes = append(res.notes, p.note)
+		}
+	}
+
+	// Metrics on: scrape the admin listener like a Prometheus would (more
+	// often than the usual 15 s, so scrapes land inside rounds).
+	scrapeCtx, stopScrape := context.WithCancel(ctx)
+	scrapeDone := make(chan struct{})
+	go func() {
+		defer close(scrapeDone)
+		w.scrapeLoop(scrapeCtx, 5*time.Second, &res.export)
+	}()
+
+	if err := w.prime(); err != nil {
+		stopScrape()
+		return nil, err
+	}
+	w.logf("warm-up")
+	for _, t := range w.targets {
+		for _, wl := range []workload{wlComplete, wlStream} {
+			w.count(t, attack(t, wl, attackMode{workers: o.workers}, o.duration/3))
+		}
+	}
+
+	rateMode := attackMode{rate: o.rate}
+	maxMode := attackMode{workers: o.workers}
+	for _, wl := range []workload{wlComplete, wlStream} {
+		w.logf("latency at %s, %s", rateMode, wl.name)
+		res.latency[wl.name] = w.rounds(w.targets, wl, rateMode, nil)
+	}
+	for _, wl := range []workload{wlComplete, wlStream} {
+		w.logf("throughput at %s, %s", maxMode, wl.name)
+		res.throughput[wl.name] = w.rounds(w.targets, wl, maxMode, func(round int, t target, d time.Duration) func() {
+			if o.profileDir == "" || round != 0 || t.name != "hopgate" {
+				return nil
+			}
+			return w.profile(wl.name, d, &res.profiles)
+		})
+	}
+
+	w.logf("time to first token, %d concurrent streams", o.ttftWorkers)
+	res.ttft = newMatrix(attackMode{workers: uint64(o.ttftWorkers)}, wlStream, res.targets)
+	for range o.rounds {
+		for _, t := range w.targets {
+			s := ttft(w.client, t, o.ttftWorkers, o.duration)
+			w.count(t, s)
+			res.ttft.by[t.name] = append(res.ttft.by[t.name], s)
+		}
+	}
+
+	if err := w.failover(res, rateMode, maxMode); err != nil {
+		stopScrape()
+		return nil, err
+	}
+	w.calibrate(res, maxMode)
+
+	stopScrape()
+	<-scrapeDone
+	// Stopping the gateway flushes its span queue: only then does the sink
+	// hold everything the measured requests exported.
+	w.gw.stop()
+	w.gw = nil
+	time.Sleep(200 * time.Millisecond)
+	res.export.sink = w.sink.snapshot()
+	res.export.hopgateRequests = w.hgReqs
+
+	w.logf("memory: %d idle streams per gateway (fresh processes)", o.idle)
+	if err := w.idleTests(res); err != nil {
+		return nil, err
+	}
+	w.close()
+	res.notes = append(res.notes, w.peerErrors...)
+
+	if o.micro {
+		w.logf("Go micro-benchmarks")
+		res.micro = runMicro(ctx, o.root, o.benchtime, o.log)
+	}
+	res.elapsed = time.Since(began)
+	if err := writeReport(o.out, res); err != nil {
+		return nil, err
+	}
+	w.logf("done in %s: %s", res.elapsed.Round(time.Second), o.out)
+	return res, nil
+}
+
+// start launches the upstream, the sink, the proxy, hopgate and the peers.
+func (w *world) start() error {
+	var err error
+	sinkSrv, sinkAddr, err := serveLoopback(w.sink)
+	if err != nil {
+		return err
+	}
+	w.sinkAddr, w.sinkStop = sinkAddr, func() { sinkSrv.Close() }
+	if w.up, err = startRole(roleUpstream); err != nil {
+		return err
+	}
+	upAddr := w.up.addrs["upstream"]
+	if w.proxy, err = startRole(roleProxy, envUpstream+"="+upAddr); err != nil {
+		return err
+	}
+	if w.gw, err = w.startGateway(); err != nil {
+		return err
+	}
+	direct := target{name: "direct", url: "http://" + upAddr + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.up.pid()}
+	proxy := target{name: "proxy", url: "http://" + w.proxy.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.proxy.pid()}
+	w.hopgate = target{name: "hopgate", url: "http://" + w.gw.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.gw.pid()}
+	w.targets = []target{direct, proxy, w.hopgate}
+	for _, name := range w.o.peers {
+		p := startPeer(name, upAddr, w.o.log)
+		w.peers = append(w.peers, p)
+		if p.child != nil {
+			w.targets = append(w.targets, p.target)
+		}
+	}
+	w.logf("upstream %s, proxy %s, hopgate %s, OTLP sink %s", upAddr, w.proxy.addrs["main"], w.gw.addrs["main"], sinkAddr)
+	return nil
+}
+
+func (w *world) startGateway() (*child, error) {
+	return startRole(roleGateway, envUpstream+"="+w.up.addrs["upstream"], envOTLP+"=http://"+w.sinkAddr)
+}
+
+func (w *world) close() {
+	for _, p := range w.peers {
+		if e := p.firstError(); e != "" {
+			w.peerErrors = append(w.peerErrors, fmt.Sprintf("%s logged: %s", p.name, e))
+		}
+	}
+	for _, c := range []**child{&w.gw, &w.proxy, &w.up} {
+		if *c != nil {
+			(*c).stop()
+			*c = nil
+		}
+	}
+	for _, p := range w.peers {
+		p.stop()
+	}
+	w.peers = nil
+	if w.sinkStop != nil {
+		w.sinkStop()
+		w.sinkStop = nil
+	}
+}
+
+// count remembers how many requests reached the measured gateway.
+func (w *world) count(t target, s sample) {
+	if t.url == w.hopgate.url {
+		w.hgReqs += int64(s.requests)
+	}
+}
+
+// rounds measures every target once per round, in order, o.rounds times.
+// hook, when set, may start something alongside a turn (a profile).
+func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round int, t target, d time.Duration) func()) *matrix {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.name
+	}
+	mx := newMatrix(m, wl, names)
+	for r := range w.o.rounds {
+		for _, t := range ts {
+			var wait func()
+			if hook != nil {
+				wait = hook(r, t, w.o.duration)
+			}
+			s := attack(t, wl, m, w.o.duration)
+			if wait != nil {
+				wait()
+			}
+			w.count(t, s)
+			mx.by[t.name] = append(mx.by[t.name], s)
+		}
+	}
+	return mx
+}
+
+// prime opens the dead channel (its first failure opens it for 24 h) and
+// checks every model answers.
+func (w *world) prime() error {
+	for _, m := range []string{modelSkip, modelBench, modelFail1} {
+		t := w.hopgate
+		t.model = m
+		s := attack(t, wlComplete, attackMode{rate: 1}, time.Second)
+		w.count(t, s)
+		if s.ok == 0 {
+			return fmt.Errorf("hopgate does not answer model %q: %v", m, s.errors)
+		}
+	}
+	st, err := w.upstreamStats()
+	if err != nil {
+		return err
+	}
+	if st.S503 < 2 {
+		return fmt.Errorf("priming: expected the 503 channels to be tried, upstream saw %d", st.S503)
+	}
+	return nil
+}
+
+// failover measures the failover paths on hopgate only: a request whose
+// cheapest channel is open (L1 skip), one whose cheapest channel answers
+// 503 (one failed hop), and the plain path to the same second channel.
+func (w *world) failover(res *results, rateMode, maxMode attackMode) error {
+	mk := func(name, model string) target {
+		t := w.hopgate
+		t.name, t.model = name, model
+		return t
+	}
+	ts := []target{mk("straight", modelBench), mk("L1-skip", modelSkip), mk("failed-hop", modelFail1)}
+	names := []string{"straight", "L1-skip", "failed-hop"}
+	res.failRate = newMatrix(rateMode, wlComplete, names)
+	res.failMax = newMatrix(maxMode, wlComplete, names)
+	for _, mx := range []*matrix{res.failRate, res.failMax} {
+		w.logf("failover at %s", mx.mode)
+		for range w.o.rounds {
+			for _, t := range ts {
+				before, err := w.upstreamStats()
+				if err != nil {
+					return err
+				}
+				s := attack(t, wlComplete, mx.mode, w.o.duration)
+				after, err := w.upstreamStats()
+				if err != nil {
+					return err
+				}
+				w.count(t, s)
+				mx.by[t.name] = append(mx.by[t.name], s)
+				switch t.model {
+				case modelSkip:
+					res.skipHits += after.S503 - before.S503
+				case modelFail1:
+					res.fail1Hits += after.S503 - before.S503
+					res.fail1Reqs += int64(s.ok)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// calibrate compares the fast upstream with cmd/fakeupstream, direct, to
+// show the upstream is not the bottleneck of the direct row.
+func (w *world) calibrate(res *results, m attackMode) {
+	w.logf("calibration: fast upstream vs cmd/fakeupstream")
+	fast := target{name: "fast upstream", url: "http://" + w.up.addrs["upstream"] + "/v1/chat/completions", header: baseHeader(), model: modelBench}
+	fake := target{name: "cmd/fakeupstream", url: "http://" + w.up.addrs["fakeupstream"] + "/v1/chat/completions", header: baseHeader(), model: "bench|tokens=150"}
+	for _, t := range []target{fast, fake} {
+		res.calibration[t.name] = attack(t, wlComplete, m, w.o.duration)
+	}
+}
+
+func (w *world) upstreamStats() (upstreamStats, error) {
+	var st upstreamStats
+	resp, err := http.Get("http://" + w.up.addrs["upstream"] + "/_stats")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// scrapeLoop GETs hopgate's /metrics every period until ctx ends.
+func (w *world) scrapeLoop(ctx context.Context, period time.Duration, st *exportStats) {
+	url := "http://" + w.gw.addrs["admin"] + "/metrics"
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := get(url)
+		if err != nil {
+			st.metricsScrapeErr = err.Error()
+			continue
+		}
+		st.metricsScrapes++
+		st.metricsBytes += int64(n)
+	}
+}
+
+func get(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return len(b), err
+}
+
+var gaugeRE = regexp.MustCompile(`(?m)^(go_goroutines|go_memstats_heap_inuse_bytes) ([0-9.e+]+)$`)
+
+// runtimeGauges reads goroutines and heap in use from a gateway's /metrics.
+func runtimeGauges(admin string) func() (float64, float64) {
+	return func() (float64, float64) {
+		resp, err := http.Get("http://" + admin + "/metrics")
+		if err != nil {
+			return 0, 0
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var g, h float64
+		for _, m := range gaugeRE.FindAllSubmatch(b, -1) {
+			v, _ := strconv.ParseFloat(string(m[2]), 64)
+			if string(m[1]) == "go_goroutines" {
+				g = v
+			} else {
+				h = v
+			}
+		}
+		return g, h
+	}
+}
+
+// idleTests measures memory per idle stream on fresh processes, so heap
+// grown by the load phases does not hide (or inflate) the streams' cost.
+func (w *world) idleTests(res *results) error {
+	upAddr := w.up.addrs["upstream"]
+	stallURL := func(addr string) string { return "http://" + addr + "/stall/v1/chat/completions" }
+	proxy, err := startRole(roleProxy, envUpstream+"="+upAddr)
+	if err != nil {
+		return err
+	}
+	res.idle["proxy"] = idleStreams(target{name: "proxy", url: stallURL(proxy.addrs["main"]), header: baseHeader(), model: modelBench, pid: proxy.pid()}, w.o.idle, nil, nil)
+	proxy.stop()
+	gw, err := w.startGateway()
+	if err != nil {
+		return err
+	}
+	var heapProfile func()
+	if w.o.profileDir != "" {
+		heapProfile = func() {
+			for _, f := range []struct{ url, file string }{
+				{"http://" + gw.addrs["pprof"] + "/debug/pprof/heap", "hopgate-heap-idle.pprof"},
+				{"http://" + gw.addrs["pprof"] + "/debug/pprof/goroutine", "hopgate-goroutine-idle.pprof"},
+				{"http://" + gw.addrs["admin"] + "/metrics", "hopgate-metrics-idle.txt"},
+			} {
+				path := filepath.Join(w.o.profileDir, f.file)
+				if err := fetch(f.url, path); err == nil {
+					res.profiles = append(res.profiles, path)
+				}
+			}
+		}
+	}
+	res.idle["hopgate"] = idleStreams(target{name: "hopgate", url: "http://" + gw.addrs["main"] + "/v1/chat/completions",
+		header: baseHeader(), model: modelStall, pid: gw.pid()}, w.o.idle, runtimeGauges(gw.addrs["admin"]), heapProfile)
+	gw.stop()
+	for _, name := range w.o.peers {
+		p := startPeer(name, upAddr, w.o.log)
+		if p.child == nil {
+			continue
+		}
+		t := p.target
+		t.header = p.stallHeader
+		res.idle[t.name] = idleStreams(t, w.o.idle, nil, nil)
+		p.stop()
+	}
+	return nil
+}
+
+// profile captures a CPU profile of hopgate for d, starting now, and an
+// allocation profile when it ends. It returns a wait function.
+func (w *world) profile(wl string, d time.Duration, files *[]string) func() {
+	base := "http://" + w.gw.addrs["pprof"] + "/debug/pprof/"
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		secs := max(1, int(d/time.Second))
+		cpu := filepath.Join(w.o.profileDir, "hopgate-cpu-"+wl+".pprof")
+		if err := fetch(base+"profile?seconds="+strconv.Itoa(secs), cpu); err != nil {
+			w.logf("cpu profile: %v", err)
+			return
+		}
+		*files = append(*files, cpu)
+		allocs := filepath.Join(w.o.profileDir, "hopgate-allocs-"+wl+".pprof")
+		if err := fetch(base+"allocs", allocs); err == nil {
+			*files = append(*files, allocs)
+		}
+	}()
+	return func() { <-done }
+}
+
+func fetch(url, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	_ "net/http/pprof" // the gateway role serves /debug/pprof on its pprof listener
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/dispatch"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/gateway"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// Environment of a child process. The harness re-executes its own binary
+// with envRole set; the other variables say where the world is.
+const (
+	envRole     = "HOPBENCH_ROLE"
+	envUpstream = "HOPBENCH_UPSTREAM" // host:port of the fast upstream
+	envOTLP     = "HOPBENCH_OTLP"     // base URL of the OTLP sink
+)
+
+// Roles a child process can take.
+const (
+	roleUpstream = "upstream"
+	roleProxy    = "proxy"
+	roleGateway  = "gateway"
+)
+
+// benchKey is the client credential: hopgate runs with auth.mode keys, as
+// deployed, so the per-request key check is part of what is measured. The
+// other targets ignore it.
+const benchKey = "sk-hopbench-0123456789"
+
+// Models the gateway serves (DESIGN.md §1 chains):
+//
+//	bench  [up]               the plain path
+//	skip   [dead, up]         dead is open (L1): skipped before anything is sent
+//	fail1  [flaky, up]        flaky answers 503: one failed hop, then up
+//	stall  [stall]            the idle-stream test
+const (
+	modelBench = "bench"
+	modelSkip  = "skip"
+	modelFail1 = "fail1"
+	modelStall = "stall"
+)
+
+// gatewayYAML is the gateway's config. dead opens at its first failure and
+// stays open for the whole run; flaky never opens (a rate breaker whose
+// threshold is 100 %: the rate must exceed it), so every fail1 request pays
+// exactly one failed hop. (A count breaker with a huge failures value would
+// also never open, but its ring is allocated at that size.)
+func gatewayYAML(up string, adminPort int) string {
+	sum := sha256.Sum256([]byte(benchKey))
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:%[7]d
+region: bench-1
+auth:
+  mode: keys
+  keys:
+    - {id: bench, sha256: %[1]s}
+telemetry: {healthy_sample_ratio: 1}
+channels:
+  - {id: up, base_url: "http://%[2]s/v1", api_key_env: BENCH_CHANNEL_KEY, region: bench-1}
+  - {id: dead, base_url: "http://%[2]s/s503/v1", api_key_env: BENCH_CHANNEL_KEY, region: bench-1,
+     breaker: {mode: count, failures: 1, cooldown: 24h}}
+  - {id: flaky, base_url: "http://%[2]s/s503/v1", api_key_env: BENCH_CHANNEL_KEY, region: bench-1,
+     breaker: {mode: rate, threshold: 1}}
+  - {id: stall, base_url: "http://%[2]s/stall/v1", api_key_env: BENCH_CHANNEL_KEY, region: bench-1}
+models:
+  - name: %[3]s
+    chain:
+      - {channel: up, upstream_model: bench, price: {input: 1, output: 1}}
+  - name: %[4]s
+    chain:
+      - {channel: dead, upstream_model: bench, price: {input: 0.5, output: 0.5}}
+      - {channel: up, upstream_model: bench, price: {input: 1, output: 1}}
+  - name: %[5]s
+    chain:
+      - {channel: flaky, upstream_model: bench, price: {input: 0.5, output: 0.5}}
+      - {channel: up, upstream_model: bench, price: {input: 1, output: 1}}
+  - name: %[6]s
+    chain:
+      - {channel: stall, upstream_model: bench, price: {input: 1, output: 1}}
+`, hex.EncodeToString(sum[:]), up, modelBench, modelSkip, modelFail1, modelStall, adminPort)
+}
+
+// runRole runs this process as a child: it announces its listeners on out
+// ("listen NAME ADDR" lines, then "ready") and serves until in reaches EOF
+// (the harness closed the pipe or died), then shuts down cleanly.
+func runRole(role string, in io.Reader, out io.Writer) error {
+	ctx := context.Background()
+	announce := func(name, addr string) { fmt.Fprintf(out, "listen %s %s\n", name, addr) }
+	var stop func()
+	switch role {
+	case roleUpstream:
+		s1, a1, err := serveLoopback(newFastUpstream())
+		if err != nil {
+			return err
+		}
+		// The feature-rich fake, for the calibration row.
+		fu := upstream.New(upstream.Options{Name: "fakeupstream"})
+		s2, a2, err := serveLoopback(fu)
+		if err != nil {
+			return err
+		}
+		announce("upstream", a1)
+		announce("fakeupstream", a2)
+		stop = func() { s1.Close(); s2.Close(); fu.Close() }
+	case roleProxy:
+		u, err := url.Parse("http://" + os.Getenv(envUpstream))
+		if err != nil {
+			return err
+		}
+		// The baseline: the standard library proxy with hopgate's own
+		// upstream transport, so pools and timeouts are not the difference.
+		rp := &httputil.ReverseProxy{
+			Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.Host = u.Host },
+			Transport: dispatch.NewTransport(),
+			ErrorLog:  log.New(os.Stderr, "proxy: ", 0),
+		}
+		s, a, err := serveLoopback(rp)
+		if err != nil {
+			return err
+		}
+		announce("main", a)
+		stop = func() { s.Close() }
+	case roleGateway:
+		g, tel, pprofSrv, err := startGateway(ctx)
+		if err != nil {
+			return err
+		}
+		announce("main", g.Addr())
+		announce("admin", g.AdminAddr())
+		announce("pprof", pprofSrv.Addr)
+		stop = func() {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_ = g.Shutdown(sctx)
+			_ = tel.Shutdown(sctx)
+			_ = pprofSrv.Close()
+		}
+	default:
+		return fmt.Errorf("unknown role %q", role)
+	}
+	fmt.Fprintln(out, "ready")
+	_, _ = io.Copy(io.Discard, in)
+	stop()
+	return nil
+}
+
+// startGateway starts hopgate the way `hopgate serve` does, with its
+// telemetry configured by OTEL_* variables pointing at the sink: 100 % of
+// traces exported over OTLP/HTTP, metrics recorded and served on admin.
+func startGateway(ctx context.Context) (*gateway.Gateway, *telemetry.Telemetry, *http.Server, error) {
+	// The config refuses two ":0" listeners; admin gets a reserved port.
+	adminPort, err := freePort()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg, err := config.Parse([]byte(gatewayYAML(os.Getenv(envUpstream), adminPort)), func(k string) (string, bool) {
+		if k == "BENCH_CHANNEL_KEY" {
+			return "sk-channel-bench", true
+		}
+		return "", false
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("gateway config: %w", err)
+	}
+	otlp := os.Getenv(envOTLP)
+	tel, err := telemetry.Setup(ctx, telemetry.Options{
+		ServiceVersion: "hopbench",
+		Region:         cfg.Region,
+		HealthyRatio:   cfg.Telemetry.HealthySampleRatio,
+		Getenv: func(k string) string {
+			if k == "OTEL_EXPORTER_OTLP_ENDPOINT" {
+				return otlp
+			}
+			return ""
+		},
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// Logs are formatted as in production (JSON with trace ids) and written
+	// to /dev/null: the formatting and the write syscall are paid, no disk.
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	logger := telemetry.NewLogger(devnull, slog.LevelInfo)
+	g, err := gateway.Start(ctx, cfg, gateway.Options{
+		Version: "hopbench", Logger: logger, Telemetry: tel, DrainTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		return nil, nil, nil, errors.Join(err, tel.Shutdown(ctx))
+	}
+	ps, _, err := serveLoopback(http.DefaultServeMux) // net/http/pprof registers there
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return g, tel, ps, nil
+}
+
+// serveLoopback serves h on an ephemeral loopback port.
+func serveLoopback(h http.Handler) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	s := &http.Server{Handler: h, Addr: ln.Addr().String(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = s.Serve(ln) }()
+	return s, ln.Addr().String(), nil
+}
+
+// parseListen reads one "listen NAME ADDR" line.
+func parseListen(line string) (name, addr string, ok bool) {
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "listen" {
+		return "", "", false
+	}
+	return f[1], f[2], true
+}

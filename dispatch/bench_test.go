@@ -1,0 +1,208 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hopgate/hopgate/dispatch/sse"
+)
+
+// ttfb posts body to url and returns the time to the first response byte
+// and to the first content frame, then drains the stream.
+func ttfb(b *testing.B, client *http.Client, url, body string) (firstByte, firstContent time.Duration) {
+	b.Helper()
+	start := time.Now()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+channelKey)
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := sse.NewReader(&firstRead{r: resp.Body, at: &firstByte, start: start}, 0)
+	for {
+		f, err := rd.Next()
+		if err != nil {
+			b.Fatalf("no content frame: %v", err)
+		}
+		if bytes.Contains(f.Data, []byte(`"content":"tok`)) {
+			firstContent = time.Since(start)
+			break
+		}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return firstByte, firstContent
+}
+
+// firstRead records when the first byte was read.
+type firstRead struct {
+	r     io.Reader
+	at    *time.Duration
+	start time.Time
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if n > 0 && *f.at == 0 {
+		*f.at = time.Since(f.start)
+	}
+	return n, err
+}
+
+// BenchmarkGateTTFB compares time to first byte and to first content frame
+// of the same provider read directly and through the gateway, whose gate
+// holds the role-only opener until the first content frame (decisive). The
+// gate may add at most one frame of delay to the first byte and nothing but
+// proxying to the first content frame. frame-delay is the provider's pause
+// between frames (real clock).
+func BenchmarkGateTTFB(b *testing.B) {
+	for _, delay := range []string{"", "2ms", "10ms"} {
+		model := "m|tokens=2"
+		if delay != "" {
+			model += "|frame-delay=" + delay
+		}
+		h := newHarnessWith(b, harnessOptions{upstreamClock: clockwork.NewRealClock()},
+			twoChannels(model, "m", ""), "a", "b")
+		direct := h.cfg.Channel("a").BaseURL + "/chat/completions"
+		directBody := `{"model":"` + model + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+		for _, path := range []struct{ name, url, body string }{
+			{"direct", direct, directBody},
+			{"gateway", h.gw.URL + "/v1/chat/completions", chat(true)},
+		} {
+			b.Run("frame-delay="+delay+"/"+path.name, func(b *testing.B) {
+				var fb, fc time.Duration
+				for i := 0; i < b.N; i++ {
+					x, y := ttfb(b, h.client, path.url, path.body)
+					fb += x
+					fc += y
+				}
+				b.ReportMetric(float64(fb.Microseconds())/float64(b.N), "µs-first-byte")
+				b.ReportMetric(float64(fc.Microseconds())/float64(b.N), "µs-first-content")
+			})
+		}
+	}
+}
+
+// idleStreams is an upstream that sends a role chunk and one content frame,
+// then holds every stream open until release is closed.
+type idleStreams struct{ release chan struct{} }
+
+func (u *idleStreams) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"))
+	_, _ = w.Write(chunkFrame("tok1 ", false))
+	_ = http.NewResponseController(w).Flush()
+	select {
+	case <-u.release:
+	case <-r.Context().Done():
+		return
+	}
+	_, _ = w.Write(chunkFrame("", true))
+	_, _ = w.Write([]byte("data: [DONE]\n\n"))
+}
+
+// BenchmarkIdleStreamMemory holds 1,000 committed, idle streams open at once
+// and reports heap and goroutines per stream, read directly from the
+// provider and through the gateway; the difference is what the gateway
+// costs per open stream (the whole test process is measured: client,
+// gateway and provider sides of every connection).
+func BenchmarkIdleStreamMemory(b *testing.B) {
+	const n = 1000
+	for _, via := range []string{"direct", "gateway"} {
+		b.Run(via, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				up := &idleStreams{release: make(chan struct{})}
+				h := newHarnessWith(b, harnessOptions{custom: map[string]http.Handler{"a": up}}, twoChannels("m", "m", ""), "b")
+				url := h.gw.URL + "/v1/chat/completions"
+				if via == "direct" {
+					url = h.cfg.Channel("a").BaseURL + "/chat/completions"
+				}
+				before := heapNow()
+				g0 := runtime.NumGoroutine()
+				resps := make([]*http.Response, n)
+				var wg sync.WaitGroup
+				for k := range n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(chat(true)))
+						req.Header.Set("Authorization", "Bearer "+channelKey)
+						resp, err := h.client.Do(req)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						rd := sse.NewReader(resp.Body, 0)
+						for {
+							f, err := rd.Next()
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							if bytes.Contains(f.Data, []byte("tok1")) {
+								break
+							}
+						}
+						resps[k] = resp
+					}()
+				}
+				wg.Wait()
+				after := heapNow()
+				g1 := runtime.NumGoroutine()
+				b.ReportMetric(float64(after-before)/n, "heap-B/stream")
+				b.ReportMetric(float64(g1-g0)/n, "goroutines/stream")
+				close(up.release)
+				for _, r := range resps {
+					if r != nil {
+						_, _ = io.Copy(io.Discard, r.Body)
+						r.Body.Close()
+					}
+				}
+			}
+		})
+	}
+}
+
+func heapNow() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// BenchmarkStreamAllocs is the allocation cost of one complete 8-token
+// stream, direct and through the gateway (gate, classification, telemetry).
+func BenchmarkStreamAllocs(b *testing.B) {
+	h := newHarnessWith(b, harnessOptions{}, twoChannels("m", "m", ""), "a", "b")
+	for _, path := range []struct{ name, url, body string }{
+		{"direct", h.cfg.Channel("a").BaseURL + "/chat/completions", chat(true)},
+		{"gateway", h.gw.URL + "/v1/chat/completions", chat(true)},
+	} {
+		b.Run(path.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				req, _ := http.NewRequest(http.MethodPost, path.url, strings.NewReader(path.body))
+				req.Header.Set("Authorization", "Bearer "+channelKey)
+				resp, err := h.client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}

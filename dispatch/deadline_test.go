@@ -1,0 +1,347 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/sse"
+)
+
+// TestHeaderTimeoutPerModel: L4 fires after exactly the model's
+// header_timeout when the model overrides it, else after the global one, for
+// streaming and non-streaming requests alike. Path
+// "a:header_timeout → b:ok", attempts 2.
+func TestHeaderTimeoutPerModel(t *testing.T) {
+	cfg := `
+region: test-1
+auth: {mode: none}
+policy: {header_timeout: 30s}
+channels:
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
+  - {id: b, base_url: "{{url:b}}", api_key_env: CHANNEL_KEY}
+models:
+  - name: fast
+    chain:
+      - {channel: a, upstream_model: "m|no-headers", price: {input: 1, output: 1}}
+      - {channel: b, upstream_model: m, price: {input: 2, output: 2}}
+    policy: {header_timeout: 5s}
+  - name: plain
+    chain:
+      - {channel: a, upstream_model: "m|no-headers", price: {input: 1, output: 1}}
+      - {channel: b, upstream_model: m, price: {input: 2, output: 2}}
+`
+	for _, tc := range []struct {
+		model string
+		want  time.Duration
+	}{{"fast", 5 * time.Second}, {"plain", 30 * time.Second}} {
+		for _, stream := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/stream=%v", tc.model, stream), func(t *testing.T) {
+				h := newHarness(t, cfg, "a", "b")
+				done := h.async(strings.Replace(chat(stream), `"model":"m"`, `"model":"`+tc.model+`"`, 1))
+				h.waitAttempts("a", "m|no-headers", 1)
+				h.waitTimers(1)
+				h.clock.Advance(tc.want - time.Millisecond)
+				h.waitTimers(1) // still waiting for headers
+				if h.attempts("b", "m") != 0 {
+					t.Fatal("failed over before the header timeout")
+				}
+				h.clock.Advance(time.Millisecond)
+				r := <-done
+				if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
+					t.Fatalf("%d path %q attempts %s", r.status, r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"))
+				}
+				if !strings.Contains(r.body, "tok1 ") {
+					t.Fatalf("answer: %s", r.body)
+				}
+			})
+		}
+	}
+}
+
+// hangingChain: both channels accept and never answer; header_timeout (60s)
+// is above chain_deadline (10s), so only the deadline can end the request.
+func hangingChain(extra string) string {
+	return twoChannels("m|no-headers", "m|no-headers", "    policy: {header_timeout: 60s, chain_deadline: 10s"+extra+"}\n")
+}
+
+// TestChainDeadlineDegradedReply: a chain of hanging channels ends exactly at
+// chain_deadline with the degraded reply: 503 engine_overloaded with
+// Retry-After by default, a 200 message marked X-Hopgate-Degraded: 1 when
+// opted in, for streams and non-streams. Path "a:deadline" (the hop in
+// flight when time ran out), attempts 1; b is never asked.
+func TestChainDeadlineDegradedReply(t *testing.T) {
+	for _, mode := range []string{"error", "message"} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", mode, stream), func(t *testing.T) {
+				h := newHarness(t, hangingChain(", degraded_reply: {mode: "+mode+"}"), "a", "b")
+				done := h.async(chat(stream))
+				h.waitAttempts("a", "m|no-headers", 1)
+				h.waitTimers(2) // chain deadline + header timeout
+				h.clock.Advance(10*time.Second - time.Millisecond)
+				h.waitTimers(2)
+				h.clock.Advance(time.Millisecond)
+				r := <-done
+				if p, a := r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"); p != "a:deadline" || a != "1" {
+					t.Fatalf("path %q attempts %s", p, a)
+				}
+				if h.attempts("b", "m|no-headers") != 0 {
+					t.Fatal("b asked after the deadline")
+				}
+				if mode == "error" {
+					if r.status != 503 || !strings.Contains(r.body, `"code":"engine_overloaded"`) || r.header.Get("Retry-After") != "10" {
+						t.Fatalf("%d Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+					}
+					if r.header.Get("X-Hopgate-Degraded") != "" {
+						t.Fatal("an error reply must not be marked degraded")
+					}
+					return
+				}
+				if r.status != 200 || r.header.Get("X-Hopgate-Degraded") != "1" {
+					t.Fatalf("%d degraded=%q: %s", r.status, r.header.Get("X-Hopgate-Degraded"), r.body)
+				}
+				if stream {
+					if got := streamText(r.body); got != config.DefaultDegradedMessage || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
+						t.Fatalf("degraded stream %q", r.body)
+					}
+				} else if !strings.Contains(r.body, config.DefaultDegradedMessage) || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
+					t.Fatalf("degraded body %q", r.body)
+				}
+			})
+		}
+	}
+}
+
+// TestCommittedStreamOutlivesDeadline: once the first decisive frame is
+// committed, the chain deadline no longer applies: a stream that pauses past
+// it completes. Path "a:ok", attempts 1.
+func TestCommittedStreamOutlivesDeadline(t *testing.T) {
+	h := newHarness(t, twoChannels("m|stall=60s", "m", "    policy: {chain_deadline: 10s}\n"), "a", "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp := h.open(ctx, chat(true))
+	defer resp.Body.Close()
+	if resp.Header.Get("X-Hopgate-Path") != "a:ok" || resp.Header.Get("X-Hopgate-Attempts") != "1" {
+		t.Fatalf("path %q", resp.Header.Get("X-Hopgate-Path"))
+	}
+	var seen strings.Builder
+	rd := sse.NewReader(io.TeeReader(resp.Body, &seen), 0)
+	readTokens(t, rd, upstream.DefaultTokens/2)
+	h.waitTimers(1) // only the deadline timer is left
+	h.clock.Advance(20 * time.Second)
+	h.waitUpstreamWaiting(1)
+	h.upClock.Advance(60 * time.Second)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := seen.String() + string(rest)
+	if got := streamText(body); got != upstream.Answer(upstream.DefaultTokens) || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("the deadline cut a committed stream: %q", body)
+	}
+}
+
+// held answers with a role chunk, then waits for release before its content:
+// the test decides when the decisive frame reaches the gate.
+type held struct{ release, wrote chan struct{} }
+
+func (u *held) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"))
+	_ = http.NewResponseController(w).Flush()
+	select {
+	case <-u.release:
+	case <-r.Context().Done():
+		return
+	}
+	for _, f := range [][]byte{chunkFrame("Hello", false), chunkFrame("", true), []byte("data: [DONE]\n\n")} {
+		if _, err := w.Write(f); err != nil {
+			return
+		}
+	}
+	_ = http.NewResponseController(w).Flush()
+	close(u.wrote)
+}
+
+// TestDeadlineCommitRace: the decisive frame and the chain deadline arrive at
+// the same moment; exactly one wins and the client gets one consistent reply:
+// the full answer (path "a:ok") or the deadline reply (503 engine_overloaded,
+// path "a:deadline") — never an exhaustion error, an empty 200 or a mix.
+func TestDeadlineCommitRace(t *testing.T) {
+	won := map[int]int{}
+	for i := 0; i < 25; i++ {
+		up := &held{release: make(chan struct{}), wrote: make(chan struct{})}
+		h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{"a": up}},
+			twoChannels("m", "m", "    policy: {chain_deadline: 10s}\n"), "b")
+		done := h.async(chat(true))
+		h.waitInGate(1, 2) // gate timer + chain deadline
+		// Alternate who starts first, so both winners (and the lost-commit
+		// path in between) are exercised.
+		if i%2 == 0 {
+			close(up.release)
+			<-up.wrote
+			runtime.Gosched()
+		} else {
+			go close(up.release)
+		}
+		h.clock.Advance(10 * time.Second)
+		r := <-done
+		won[r.status]++
+		switch r.status {
+		case 200:
+			if r.header.Get("X-Hopgate-Path") != "a:ok" || streamText(r.body) != "Hello" || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
+				t.Fatalf("commit won but the reply is %q %q", r.header.Get("X-Hopgate-Path"), r.body)
+			}
+		case 503:
+			if r.header.Get("X-Hopgate-Path") != "a:deadline" || !strings.Contains(r.body, `"code":"engine_overloaded"`) {
+				t.Fatalf("deadline won but the reply is %q %q", r.header.Get("X-Hopgate-Path"), r.body)
+			}
+		default:
+			t.Fatalf("iteration %d: status %d path %q: %s", i, r.status, r.header.Get("X-Hopgate-Path"), r.body)
+		}
+		if h.attempts("b", "m") != 0 {
+			t.Fatal("b asked: the walk went on after the deadline")
+		}
+	}
+	t.Logf("winners by status: %v", won)
+}
+
+// TestChatProfile: `profile: chat` on a model is the interactive preset,
+// checked through the engine: header_timeout 8s, gate 8s with failover,
+// stream_idle_timeout 30s, chain_deadline 12s with the degraded reply.
+func TestChatProfile(t *testing.T) {
+	profile := "    policy: {profile: chat}\n"
+	t.Run("resolved", func(t *testing.T) {
+		h := newHarness(t, twoChannels("m", "m", profile), "a", "b")
+		p := h.cfg.Model("m").Policy
+		if p.HeaderTimeout != 8*time.Second || p.GateTimeout != 8*time.Second || p.GateOnTimeout != config.OnTimeoutFailover ||
+			p.StreamIdleTimeout != 30*time.Second || p.ChainDeadline != 12*time.Second {
+			t.Fatalf("chat profile resolved to %+v", p)
+		}
+	})
+	// No headers: the next channel after exactly 8s.
+	// Path "a:header_timeout → b:ok", attempts 2.
+	t.Run("header_timeout_8s", func(t *testing.T) {
+		h := newHarness(t, twoChannels("m|no-headers", "m", profile), "a", "b")
+		done := h.async(chat(true))
+		h.waitAttempts("a", "m|no-headers", 1)
+		h.waitTimers(2) // deadline + header timeout
+		h.clock.Advance(8*time.Second - time.Millisecond)
+		h.waitTimers(2)
+		if h.attempts("b", "m") != 0 {
+			t.Fatal("failed over before 8s")
+		}
+		h.clock.Advance(time.Millisecond)
+		r := <-done
+		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
+			t.Fatalf("%d path %q", r.status, r.header.Get("X-Hopgate-Path"))
+		}
+	})
+	// Nothing decisive within 8s: fail over (per-hop SLO), not commit.
+	// Path "a:gate_timeout → b:ok", attempts 2.
+	t.Run("gate_8s_failover", func(t *testing.T) {
+		h := newHarness(t, twoChannels("m|slow-first-token=60s", "m", profile), "a", "b")
+		done := h.async(chat(true))
+		h.waitInGate(1, 2) // gate + deadline
+		h.clock.Advance(8*time.Second - time.Millisecond)
+		h.waitTimers(2)
+		h.clock.Advance(time.Millisecond)
+		r := <-done
+		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:gate_timeout → b:ok" {
+			t.Fatalf("%d path %q", r.status, r.header.Get("X-Hopgate-Path"))
+		}
+		if got := streamText(r.body); got != upstream.Answer(upstream.DefaultTokens) {
+			t.Fatalf("answer %q", got)
+		}
+	})
+	// A committed stream silent for 30s is interrupted in-band (the 12s
+	// deadline passes meanwhile without effect). Header path "a:ok".
+	t.Run("idle_30s", func(t *testing.T) {
+		h := newHarness(t, twoChannels("m|stall=60s", "m", profile), "a", "b")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp := h.open(ctx, chat(true))
+		defer resp.Body.Close()
+		var seen strings.Builder
+		rd := sse.NewReader(io.TeeReader(resp.Body, &seen), 0)
+		readTokens(t, rd, upstream.DefaultTokens/2)
+		h.waitTimers(2) // idle + deadline
+		h.clock.Advance(30*time.Second - time.Millisecond)
+		h.waitTimers(1) // the deadline fired (no effect); the idle timer waits on
+		h.clock.Advance(time.Millisecond)
+		rest, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertInterrupted(t, seen.String()+string(rest), upstream.Answer(upstream.DefaultTokens/2), "stalled for 30s")
+	})
+	// Both channels hang: a costs 8s (header timeout), b gets the 4s left;
+	// at 12s the degraded reply. Path "a:header_timeout → b:deadline".
+	t.Run("deadline_12s", func(t *testing.T) {
+		h := newHarness(t, twoChannels("m|no-headers", "m|no-headers", profile), "a", "b")
+		done := h.async(chat(false))
+		h.waitAttempts("a", "m|no-headers", 1)
+		h.waitTimers(2)
+		h.clock.Advance(8 * time.Second)
+		h.waitAttempts("b", "m|no-headers", 1)
+		h.waitTimers(2) // deadline + b's header timeout
+		h.clock.Advance(4 * time.Second)
+		r := <-done
+		if r.status != 503 || !strings.Contains(r.body, `"code":"engine_overloaded"`) || r.header.Get("Retry-After") != "12" {
+			t.Fatalf("%d %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+		}
+		if p := r.header.Get("X-Hopgate-Path"); p != "a:header_timeout → b:deadline" || r.header.Get("X-Hopgate-Attempts") != "2" {
+			t.Fatalf("path %q attempts %s", p, r.header.Get("X-Hopgate-Attempts"))
+		}
+	})
+}
+
+// TestNonStreamBodyStall: a non-streaming 200 whose body stalls past
+// stream_idle_timeout (mid-body, or before the first byte) is a failed hop
+// and the next channel answers. Path "a:stream_idle_timeout → b:ok".
+func TestNonStreamBodyStall(t *testing.T) {
+	for _, fault := range []string{"m|stall=60s", "m|slow-first-token=60s"} {
+		t.Run(fault, func(t *testing.T) {
+			h := newHarness(t, twoChannels(fault, "m", "    policy: {stream_idle_timeout: 5s}\n"), "a", "b")
+			done := h.async(chat(false))
+			h.waitSpanEnd("await headers", 1)
+			h.waitUpstreamWaiting(1)
+			h.waitTimers(1) // the body idle timer
+			h.clock.Advance(5 * time.Second)
+			r := <-done
+			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:stream_idle_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
+				t.Fatalf("%d path %q: %s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			}
+			if !strings.Contains(r.body, upstream.Answer(upstream.DefaultTokens)) {
+				t.Fatalf("answer: %s", r.body)
+			}
+		})
+	}
+}
+
+// TestStreamRequestErrorBodies: a stream request answered by a 200 JSON error
+// object or by a non-JSON body fails over like its non-streaming twin.
+// Paths "a:error_body → b:ok" and "a:bad_json → b:ok".
+func TestStreamRequestErrorBodies(t *testing.T) {
+	for fault, label := range map[string]string{"m|error-body": "error_body", "m|bad-json": "bad_json"} {
+		t.Run(fault, func(t *testing.T) {
+			h := newHarness(t, twoChannels(fault, "m", ""), "a", "b")
+			r := h.post(chat(true))
+			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:"+label+" → b:ok" {
+				t.Fatalf("%d path %q: %s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			}
+			if got := streamText(r.body); got != upstream.Answer(upstream.DefaultTokens) {
+				t.Fatalf("answer %q", got)
+			}
+		})
+	}
+}
