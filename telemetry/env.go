@@ -118,11 +118,22 @@ func spanExporterFromEnv(ctx context.Context, getenv func(string) string) (sdktr
 	}
 }
 
-// samplerFromEnv reads OTEL_TRACES_SAMPLER/_ARG through getenv. The default is
-// the spec's parentbased_always_on: every local trace reaches the
-// failover-aware tail decision. Invalid values are errors, not silent
-// fallbacks: a sampler typo would otherwise hide every trace.
-func samplerFromEnv(getenv func(string) string) (sdktrace.Sampler, error) {
+// samplerFromEnv reads OTEL_TRACES_SAMPLER/_ARG through getenv. It returns
+// the head sampler and the share of HEALTHY traces the configured sampler
+// asks for.
+//
+// hopgate's promise is that every trace with a skip, failover, timeout or
+// error is kept, which a head sampler cannot honour: it decides before the
+// request has happened. So a ratio sampler (traceidratio,
+// parentbased_traceidratio) is applied where it can be: to healthy traces,
+// at the end of the request, by the failover-aware processor; the head
+// samples every local root. Likewise a remote parent that says "not
+// sampled" does not stop a failover trace from being kept (the gateway's part
+// of the trace is exported even if the caller's is not). always_off and
+// parentbased_always_off are an explicit opt-out of tracing and are honoured.
+// Invalid values are errors, not silent fallbacks: a sampler typo would
+// otherwise hide every trace.
+func samplerFromEnv(getenv func(string) string) (sdktrace.Sampler, float64, error) {
 	name := strings.ToLower(strings.TrimSpace(getenv(envTracesSampler)))
 	arg := strings.TrimSpace(getenv(envTracesSamplerArg))
 	ratio := func() (float64, error) {
@@ -135,29 +146,24 @@ func samplerFromEnv(getenv func(string) string) (sdktrace.Sampler, error) {
 		}
 		return r, nil
 	}
+	// Every local request reaches the tail decision, whatever its parent says.
+	tailDecides := sdktrace.ParentBased(sdktrace.AlwaysSample(),
+		sdktrace.WithRemoteParentNotSampled(sdktrace.AlwaysSample()))
 	switch name {
-	case "", "parentbased_always_on":
-		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
-	case "always_on":
-		return sdktrace.AlwaysSample(), nil
+	case "", "parentbased_always_on", "always_on":
+		return tailDecides, 1, nil
 	case "always_off":
-		return sdktrace.NeverSample(), nil
+		return sdktrace.NeverSample(), 0, nil
 	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
-	case "traceidratio":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), 0, nil
+	case "traceidratio", "parentbased_traceidratio":
 		r, err := ratio()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		return sdktrace.TraceIDRatioBased(r), nil
-	case "parentbased_traceidratio":
-		r, err := ratio()
-		if err != nil {
-			return nil, err
-		}
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), nil
+		return tailDecides, r, nil
 	default:
-		return nil, fmt.Errorf("%s=%q: unsupported sampler", envTracesSampler, name)
+		return nil, 0, fmt.Errorf("%s=%q: unsupported sampler", envTracesSampler, name)
 	}
 }
 

@@ -133,7 +133,8 @@ func TestFailoverProcessorRemoteParentIsRoot(t *testing.T) {
 }
 
 // The head sampler runs first: a trace it did not sample is never exported,
-// even when interesting (composition with OTEL_TRACES_SAMPLER).
+// even when interesting. Only always_off reaches here as a "no" (an explicit
+// opt-out); ratio samplers are moved to the tail (TestRatioSamplerKeepsFailovers).
 func TestFailoverProcessorRespectsHeadSampler(t *testing.T) {
 	h := newHarness(t, 1, sdktrace.NeverSample())
 	h.request(context.Background(), failoverAttrs, 2, true)
@@ -282,5 +283,30 @@ func BenchmarkFailoverProcessorRequest(b *testing.B) {
 		c.End()
 		root.SetAttributes(healthyAttrs...)
 		root.End()
+	}
+}
+
+// A ratio sampler from OTEL_TRACES_SAMPLER and a caller whose traceparent
+// says "not sampled" must not lose a failover trace: the ratio thins healthy
+// traces only, at the end of the request.
+func TestRatioSamplerKeepsFailovers(t *testing.T) {
+	head, ratio, err := samplerFromEnv(envOf(map[string]string{envTracesSampler: "parentbased_traceidratio", envTracesSamplerArg: "0"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, ratio, head)
+	unsampled := func(id byte) context.Context {
+		return trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{id}, SpanID: trace.SpanID{id}, Remote: true,
+		}))
+	}
+	h.request(unsampled(9), healthyAttrs, 1, false)
+	h.request(context.Background(), healthyAttrs, 1, false)
+	if got := len(h.rec.Ended()); got != 0 {
+		t.Fatalf("ratio 0 exported %d healthy spans", got)
+	}
+	h.request(unsampled(10), failoverAttrs, 2, true)
+	if got := len(h.rec.Ended()); got != 4 {
+		t.Fatalf("failover under an unsampled parent exported %d spans, want 4", got)
 	}
 }

@@ -78,10 +78,12 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
 
-	sampler, err := samplerFromEnv(getenv)
+	sampler, headRatio, err := samplerFromEnv(getenv)
 	if err != nil {
 		return nil, err
 	}
+	// A ratio sampler from the environment thins healthy traces only.
+	ratio = min(ratio, headRatio)
 	exp, kind := o.SpanExporter, "override"
 	if exp == nil {
 		exp, kind, err = spanExporterFromEnv(ctx, getenv)

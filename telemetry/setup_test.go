@@ -165,25 +165,32 @@ func TestSetupSDKDisabled(t *testing.T) {
 }
 
 func TestSamplerFromEnv(t *testing.T) {
+	// A head sampler decides before the request happened, so it must not be
+	// able to drop a failover trace: ratios move to the tail (healthy only).
+	const tail = "ParentBased{root:AlwaysOnSampler,remoteParentSampled:AlwaysOnSampler,remoteParentNotSampled:AlwaysOnSampler"
 	for _, tc := range []struct {
 		name, sampler, arg, want string
+		ratio                    float64
 		wantErr                  bool
 	}{
-		{"default is parentbased_always_on: every trace reaches the tail decision", "", "", "ParentBased{root:AlwaysOnSampler", false},
-		{"ratio", "traceidratio", "0.25", "TraceIDRatioBased{0.25}", false},
-		{"parent based ratio", "parentbased_traceidratio", "0.5", "ParentBased{root:TraceIDRatioBased{0.5}", false},
-		{"ratio without arg is 1", "traceidratio", "", "TraceIDRatioBased{1}", false},
-		{"always_off", "always_off", "", "AlwaysOffSampler", false},
-		{"bad ratio is loud", "traceidratio", "2", "", true},
-		{"unknown sampler is loud", "jaeger_remote", "", "", true},
+		{"default: every trace reaches the tail decision, even under an unsampled remote parent", "", "", tail, 1, false},
+		{"ratio thins healthy traces at the tail", "traceidratio", "0.25", tail, 0.25, false},
+		{"parent based ratio thins healthy traces at the tail", "parentbased_traceidratio", "0.5", tail, 0.5, false},
+		{"ratio without arg is 1", "traceidratio", "", tail, 1, false},
+		{"always_off is an explicit opt-out", "always_off", "", "AlwaysOffSampler", 0, false},
+		{"bad ratio is loud", "traceidratio", "2", "", 0, true},
+		{"unknown sampler is loud", "jaeger_remote", "", "", 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := samplerFromEnv(envOf(map[string]string{envTracesSampler: tc.sampler, envTracesSamplerArg: tc.arg}))
+			s, r, err := samplerFromEnv(envOf(map[string]string{envTracesSampler: tc.sampler, envTracesSamplerArg: tc.arg}))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v", err)
 			}
-			if err == nil && !strings.HasPrefix(s.Description(), tc.want) {
-				t.Fatalf("sampler %s, want prefix %s", s.Description(), tc.want)
+			if err != nil {
+				return
+			}
+			if !strings.HasPrefix(s.Description(), tc.want) || r != tc.ratio {
+				t.Fatalf("sampler %s ratio %v, want prefix %s ratio %v", s.Description(), r, tc.want, tc.ratio)
 			}
 		})
 	}
