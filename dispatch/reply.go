@@ -30,8 +30,8 @@ func (c *call) degraded(reason string, e *apierror.Error) {
 		trace.WithAttributes(
 			attribute.String(telemetry.AttrDegradedReason, reason),
 			attribute.String(telemetry.AttrModel, m.Name),
-			attribute.String("hopgate.degraded.mode", m.Policy.DegradedMode),
-			attribute.String("hopgate.error.code", e.Code),
+			attribute.String(telemetry.AttrDegradedMode, m.Policy.DegradedMode),
+			attribute.String(telemetry.AttrErrorCode, e.Code),
 		))
 	defer span.End()
 	c.e.tel.Metrics.Degraded(c.clientCtx, m.Name, reason)

@@ -99,7 +99,7 @@ func (c *call) continueHop(m *config.Model, entry config.Entry, st *streamState,
 			attribute.String(telemetry.AttrChannelRegion, ch.Region),
 			attribute.Int(telemetry.AttrHopIndex, index),
 			attribute.String(telemetry.AttrContinuationMode, mode),
-			attribute.Int("hopgate.resume.delivered_bytes", len(st.delivered)),
+			attribute.Int(telemetry.AttrResumeDelivered, len(st.delivered)),
 		))
 	defer func() {
 		outcome := hopOutcome(res)

@@ -19,16 +19,17 @@ import (
 	"github.com/hopgate/hopgate/telemetry"
 )
 
-// Request outcomes (hopgate.outcome, the outcome label of hopgate_requests_total).
+// Request outcomes (hopgate.outcome, the outcome label of
+// hopgate_requests_total); the names live with the other telemetry names.
 const (
-	OutcomeOK          = "ok"
-	OutcomeFailoverOK  = "failover_ok"
-	OutcomeFinalError  = "final_error"
-	OutcomeExhausted   = "exhausted"
-	OutcomeDeadline    = "deadline"
-	OutcomeDegraded    = "degraded"
-	OutcomeCanceled    = "canceled"
-	OutcomeInterrupted = "interrupted"
+	OutcomeOK          = telemetry.OutcomeOK
+	OutcomeFailoverOK  = telemetry.OutcomeFailoverOK
+	OutcomeFinalError  = telemetry.OutcomeFinalError
+	OutcomeExhausted   = telemetry.OutcomeExhausted
+	OutcomeDeadline    = telemetry.OutcomeDeadline
+	OutcomeDegraded    = telemetry.OutcomeDegraded
+	OutcomeCanceled    = telemetry.OutcomeCanceled
+	OutcomeInterrupted = telemetry.OutcomeInterrupted
 )
 
 // commit states of a call: the chain deadline and the first decisive answer
@@ -337,7 +338,7 @@ func (c *call) backoff(try int, retryAfter, max time.Duration) time.Duration {
 // sleep waits on the engine clock; false if the request ended meanwhile.
 func (c *call) sleep(ch *config.Channel, d time.Duration) bool {
 	_, span := c.e.tel.Tracer.Start(c.ctx, telemetry.SpanRetryBackoff,
-		trace.WithAttributes(attribute.String(telemetry.AttrChannel, ch.ID), attribute.Int64("hopgate.backoff_ms", d.Milliseconds())))
+		trace.WithAttributes(attribute.String(telemetry.AttrChannel, ch.ID), attribute.Int64(telemetry.AttrBackoffMillis, d.Milliseconds())))
 	defer span.End()
 	t := c.e.clock.NewTimer(d)
 	defer t.Stop()

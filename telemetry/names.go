@@ -44,6 +44,8 @@ const (
 	AttrGateFramesHeld   = "hopgate.gate.frames_held"
 	AttrGateBytesHeld    = "hopgate.gate.bytes_held"
 	AttrDegradedReason   = "hopgate.degraded.reason"
+	AttrDegradedMode     = "hopgate.degraded.mode"
+	AttrErrorCode        = "hopgate.error.code" // the code of a hopgate-produced error reply
 	AttrTenant           = "hopgate.tenant"
 	AttrStreamDropped    = "hopgate.stream.malformed_frames_dropped"
 	AttrStreamEnd        = "hopgate.stream.end"
@@ -52,6 +54,8 @@ const (
 	AttrErrorType        = "error.type"
 	AttrRetryAfter       = "hopgate.retry_after_seconds"
 	AttrContinuationMode = "hopgate.resume.mode"
+	AttrResumeDelivered  = "hopgate.resume.delivered_bytes"
+	AttrBackoffMillis    = "hopgate.backoff_ms"
 )
 
 // OpenTelemetry GenAI semantic convention keys.
