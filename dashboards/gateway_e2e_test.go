@@ -53,7 +53,7 @@ channels:
   - {id: cheap, base_url: "%[3]s", region: eu-west-1}
   - {id: mid, base_url: "%[4]s", region: eu-west-1}
   - {id: dear, base_url: "%[5]s", region: us-east-1}
-  - {id: slowpoke, base_url: "%[6]s", region: us-east-1, breaker: {failures: 1000000}}
+  - {id: slowpoke, base_url: "%[6]s", region: us-east-1, breaker: {failures: 1000}}
 models:
   - name: chat
     chain:

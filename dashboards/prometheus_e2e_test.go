@@ -113,11 +113,27 @@ scrape_configs:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// freeAddr races with parallel test packages: retry on a new port when
+	// Prometheus exits because its address was taken meanwhile.
+	for attempt := 1; ; attempt++ {
+		p, out, ok := tryStartPrometheus(t, bin, cfgPath, dir)
+		if ok {
+			return p
+		}
+		if attempt == 3 || !strings.Contains(out, "address already in use") {
+			t.Fatalf("prometheus exited before it was ready:\n%s", out)
+		}
+		t.Logf("prometheus lost a port race (attempt %d); retrying", attempt)
+	}
+}
+
+func tryStartPrometheus(t *testing.T, bin, cfgPath, dir string) (*promServer, string, bool) {
+	t.Helper()
 	addr := freeAddr(t)
 	log := &syncBuffer{}
 	cmd := exec.Command(bin,
 		"--config.file="+cfgPath,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data-"+addr[strings.LastIndexByte(addr, ':')+1:]),
 		"--web.listen-address="+addr,
 		"--enable-feature=exemplar-storage",
 	)
@@ -143,7 +159,7 @@ scrape_configs:
 	for {
 		select {
 		case <-exited:
-			t.Fatalf("prometheus exited before it was ready:\n%s", log.tail(30))
+			return nil, log.tail(30), false
 		default:
 		}
 		resp, err := p.client.Get(p.url + "/-/ready")
@@ -161,7 +177,7 @@ scrape_configs:
 	// Prometheus logs this line when --enable-feature=exemplar-storage took
 	// effect; an unknown feature is only a warning, so the log is the proof.
 	p.exemplars = strings.Contains(log.String(), "exemplar storage enabled")
-	return p
+	return p, "", true
 }
 
 // series is one series of a query result; a scalar result is one series

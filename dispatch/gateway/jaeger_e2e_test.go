@@ -46,6 +46,25 @@ func startJaeger(t *testing.T) *jaeger {
 		}
 		t.Skipf("Jaeger binary %s missing (`make jaeger` builds it): %v", bin, err)
 	}
+	// Free ports are found by listening and closing, so another test
+	// package running in parallel can take one first: retry on new ports
+	// when Jaeger exits at start because an address is in use.
+	for attempt := 1; ; attempt++ {
+		j, exitedOut, ok := tryStartJaeger(t, bin)
+		if ok {
+			return j
+		}
+		if attempt == 3 || !strings.Contains(exitedOut, "address already in use") {
+			t.Fatalf("Jaeger did not start:\n%s", exitedOut)
+		}
+		t.Logf("Jaeger lost a port race (attempt %d); retrying on new ports", attempt)
+	}
+}
+
+// tryStartJaeger starts one Jaeger; ok is false (with its output) when it
+// exited during start-up.
+func tryStartJaeger(t *testing.T, bin string) (*jaeger, string, bool) {
+	t.Helper()
 	j := &jaeger{otlpHTTP: loopbackAddr(t), otlpGRPC: loopbackAddr(t), query: loopbackAddr(t), out: &syncBuffer{}}
 	cmd := exec.Command(bin, "--config", filepath.Join("..", "..", "deploy", "jaeger", "config.yaml"))
 	cmd.Env = append(os.Environ(),
@@ -60,25 +79,27 @@ func startJaeger(t *testing.T) *jaeger {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("Jaeger output:\n%s", j.out.String())
-		}
-	})
 	// Ready when the query API answers and the OTLP/HTTP receiver accepts.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		select {
 		case <-exited:
-			t.Fatalf("Jaeger exited at start:\n%s", j.out.String())
+			return nil, j.out.String(), false
 		default:
 		}
 		if httpOK("http://"+j.query+"/api/services") && httpAnswers("http://"+j.otlpHTTP+"/v1/traces") {
-			return j
+			t.Cleanup(func() {
+				_ = cmd.Process.Kill()
+				<-exited
+				if t.Failed() {
+					t.Logf("Jaeger output:\n%s", j.out.String())
+				}
+			})
+			return j, "", true
 		}
 		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-exited
 			t.Fatalf("Jaeger not ready within 15 s:\n%s", j.out.String())
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for time to pass
