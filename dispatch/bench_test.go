@@ -206,3 +206,39 @@ func BenchmarkStreamAllocs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStreamThroughput is streams per second at 8 concurrent clients,
+// each a complete 50-token stream, direct and through the gateway: the
+// per-frame cost of the after-commit path (read, classify, write, flush)
+// dominates it, as in hopbench's stream-50-frames workload.
+func BenchmarkStreamThroughput(b *testing.B) {
+	h := newHarnessWith(b, harnessOptions{}, twoChannels("m|tokens=50", "m|tokens=50", ""), "a", "b")
+	direct := `{"model":"m|tokens=50","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+	for _, path := range []struct{ name, url, body string }{
+		{"direct", h.cfg.Channel("b").BaseURL + "/chat/completions", direct},
+		{"gateway", h.gw.URL + "/v1/chat/completions", chat(true)},
+	} {
+		b.Run(path.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(4) // 8 clients on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest(http.MethodPost, path.url, strings.NewReader(path.body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Authorization", "Bearer "+channelKey)
+					resp, err := h.client.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					n, _ := io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || n < 50*50 {
+						b.Errorf("status %d, %d bytes", resp.StatusCode, n)
+						return
+					}
+				}
+			})
+		})
+	}
+}

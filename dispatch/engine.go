@@ -208,8 +208,14 @@ type Request struct {
 	Fields reqbody.Fields
 	// ContentType of the body (multipart uploads keep their boundary).
 	ContentType string
-	// Raw bodies (multipart, binary) are sent as they are, model untouched.
-	Raw bool
+	// Raw bodies (multipart) are not JSON: they are sent as they are, except
+	// the value of the Form's model part, rewritten to the upstream model.
+	Raw  bool
+	Form reqbody.Form
+	// Binary: a 2xx answer may be binary (audio/speech). One whose
+	// Content-Type is neither JSON nor text is committed at headers and
+	// streamed through (passthrough.go) instead of buffered and inspected.
+	Binary bool
 	// Tenant is the client key id (span attribute only, never a metric label).
 	Tenant string
 	// Streaming responses are SSE (chat, completions, responses with stream:true).
@@ -233,4 +239,9 @@ type Result struct {
 	Path        string
 	ServedModel string
 	Attempts    int
+	// Aborted: the answer was cut after commit with no way to say so
+	// in-band (a binary body). The HTTP layer must abort the connection
+	// (panic(http.ErrAbortHandler)) so the client sees a truncated
+	// transfer, never a clean end.
+	Aborted bool
 }

@@ -117,6 +117,9 @@ func (c *call) hop(m *config.Model, entry config.Entry, try int) (res hopResult)
 	if c.req.Stream && mt == "text/event-stream" {
 		return c.stream(hopCtx, hctx, span, cancelHop, m, entry, resp)
 	}
+	if c.req.Binary && binaryBody(mt) {
+		return c.passthrough(hopCtx, span, cancelHop, m, entry, resp)
+	}
 	if c.req.Stream && mt == "application/json" {
 		// A 200 JSON answer to a streaming request is how some providers
 		// report errors; treat it as a buffered body.
@@ -134,17 +137,21 @@ func (c *call) send(hopCtx, hctx context.Context, span trace.Span, cancelHop con
 	ch := entry.Channel
 	pol := m.Policy
 	// Build the upstream request: the client body with only model rewritten.
+	// One buffer per hop, not pooled: the transport may still be reading
+	// the request body after response headers arrived.
 	body := c.req.Body
-	if !c.req.Raw {
-		// One buffer per hop, not pooled: the transport may still be reading
-		// the request body after response headers arrived.
-		var err error
+	var err error
+	switch {
+	case !c.req.Raw:
 		body, err = reqbody.Rewrite(make([]byte, 0, len(c.req.Body)+64+prefixLen(opts)), c.req.Body, c.req.Fields, opts)
-		if err != nil {
-			// The body parsed at the front door; a rewrite failure is ours.
-			span.RecordError(err)
-			return nil, hopResult{class: classify.Retryable, label: "rewrite_error"}, false
-		}
+	case c.req.Form.ModelPresent:
+		// Multipart: only the model part's value changes, never the file.
+		body, err = reqbody.RewriteMultipartModel(make([]byte, 0, len(c.req.Body)+len(opts.Model)), c.req.Body, c.req.Form, opts.Model)
+	}
+	if err != nil {
+		// The body parsed at the front door; a rewrite failure is ours.
+		span.RecordError(err)
+		return nil, hopResult{class: classify.Retryable, label: "rewrite_error"}, false
 	}
 	u := ch.BaseURL + c.req.Path
 	req, err := http.NewRequestWithContext(hctx, http.MethodPost, u, bytes.NewReader(body))
@@ -158,9 +165,12 @@ func (c *call) send(hopCtx, hctx context.Context, span trace.Span, cancelHop con
 		ct = "application/json"
 	}
 	req.Header.Set("Content-Type", ct)
-	if c.req.Stream {
+	switch {
+	case c.req.Stream:
 		req.Header.Set("Accept", "text/event-stream")
-	} else {
+	case c.req.Binary:
+		req.Header.Set("Accept", "*/*") // audio in the requested format, or a JSON error
+	default:
 		req.Header.Set("Accept", "application/json")
 	}
 	req.Header.Set("User-Agent", c.e.userAgent)

@@ -54,7 +54,8 @@ func (c *call) resume(ctx context.Context, m *config.Model, failed config.Entry,
 			continue
 		}
 		modes := []string{resumeReplay}
-		if entry.Prefill {
+		if entry.Prefill && c.req.Operation == config.OpChat {
+			// Prefill appends to "messages": /v1/completions has none.
 			modes = []string{resumePrefill, resumeReplay}
 		}
 		for _, mode := range modes {

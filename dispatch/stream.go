@@ -21,8 +21,10 @@ import (
 	"github.com/hopgate/hopgate/telemetry"
 )
 
-// frameItem is one upstream frame handed from the reader goroutine to the
-// gate loop. raw and text are owned copies.
+// frameItem is one upstream frame. Before commit the reader goroutine hands
+// it to the gate loop and raw and text are owned copies; after commit the
+// hop's goroutine reads frames itself and they alias the sse.Reader's buffer,
+// valid until the next frame is read.
 type frameItem struct {
 	raw  []byte
 	info gate.Info
@@ -30,22 +32,34 @@ type frameItem struct {
 	err  error
 }
 
-// frameReader reads and classifies frames in its own goroutine, so the gate
-// loop can wait on frames and timers at once. It stops when the body is
-// closed (the hop's context ends) or stop is closed.
+// frameReader reads and classifies frames in its own goroutine, so a loop
+// can wait on frames and timers at once. It stops when the body is closed
+// (the hop's context ends) or stop is closed.
 func (c *call) frameReader(body io.Reader, out chan<- frameItem, stop <-chan struct{}) {
-	rd := sse.NewReader(body, c.e.maxFrame)
-	inspect := gate.InspectChat
+	c.readFrames(sse.NewReader(body, c.e.maxFrame), c.inspector(), true, out, nil, stop)
+}
+
+// inspector is the frame classifier of the request's event format.
+func (c *call) inspector() func(sse.Frame) gate.Info {
 	if c.req.Events == ResponsesEvents {
-		inspect = gate.InspectResponses
+		return gate.InspectResponses
 	}
+	return gate.InspectChat
+}
+
+// readFrames sends each frame of rd to out as owned copies (the text only
+// when keepText). With next non-nil it waits after each frame for the
+// receiver's answer and returns on false, so the receiver can take rd over
+// at a frame boundary. It returns after sending an error.
+func (c *call) readFrames(rd *sse.Reader, inspect func(sse.Frame) gate.Info, keepText bool,
+	out chan<- frameItem, next <-chan bool, stop <-chan struct{}) {
 	for {
 		f, err := rd.Next()
 		var it frameItem
 		if len(f.Raw) > 0 && (err == nil) {
 			it.raw = append([]byte(nil), f.Raw...)
 			it.info = inspect(f)
-			if len(it.info.Text) > 0 {
+			if keepText && len(it.info.Text) > 0 {
 				it.text = append([]byte(nil), it.info.Text...)
 			}
 			it.info.Text = nil
@@ -59,32 +73,57 @@ func (c *call) frameReader(body io.Reader, out chan<- frameItem, stop <-chan str
 		if err != nil {
 			return
 		}
+		if next != nil {
+			select {
+			case more := <-next:
+				if !more {
+					return
+				}
+			case <-stop:
+				return
+			}
+		}
 	}
 }
 
 // streamState tracks what reached the client after commit.
 type streamState struct {
-	finish      bool // a finish_reason was delivered
-	done        bool // [DONE] was delivered
-	toolCalls   bool
-	usage       gate.Usage
-	model       string
-	malformed   int
+	finish    bool // a finish_reason was delivered
+	done      bool // [DONE] was delivered
+	toolCalls bool
+	usage     gate.Usage
+	model     string
+	malformed int
+	// keepText: the model may resume a cut stream (mid_stream: resume), so
+	// the delivered text is kept; otherwise it is never copied.
+	keepText    bool
 	delivered   []byte // content text delivered (for mid-stream resume)
 	wroteFrames int
+	pending     bool // frames written but not yet flushed
 }
 
 // stream runs the L3 gate on an SSE answer, then passes the stream through.
+//
+// Before commit a reader goroutine feeds the gate loop, which also waits on
+// the gate timer. The reader stops at every frame until the loop answers,
+// so at commit it exits and the hop's goroutine reads the rest itself: no
+// handoff per frame, no copies, and one goroutine fewer per open stream.
+// After commit every wait is a blocking read, which the hop context ends:
+// the client leaving, or the idle timer cancelling it.
 func (c *call) stream(hopCtx, hctx context.Context, span trace.Span, cancelHop context.CancelCauseFunc,
 	m *config.Model, entry config.Entry, resp *http.Response) hopResult {
 	ch := entry.Channel
 	pol := m.Policy
+	st := &streamState{keepText: pol.MidStream == config.MidStreamResume}
+	rd := sse.NewReader(resp.Body, c.e.maxFrame)
+	inspect := c.inspector()
 	items := make(chan frameItem, 1)
+	next := make(chan bool, 1)
 	stop := make(chan struct{})
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
-		c.frameReader(resp.Body, items, stop)
+		c.readFrames(rd, inspect, st.keepText, items, next, stop)
 	}()
 	defer func() {
 		close(stop)
@@ -98,7 +137,6 @@ func (c *call) stream(hopCtx, hctx context.Context, span trace.Span, cancelHop c
 	_, gspan := c.e.tel.Tracer.Start(hctx, telemetry.SpanStreamGate, trace.WithSpanKind(trace.SpanKindInternal))
 	var held [][]byte
 	heldBytes := 0
-	st := &streamState{}
 	var gt clockwork.Timer
 	if pol.GateTimeout > 0 {
 		gt = c.e.clock.NewTimer(pol.GateTimeout)
@@ -125,10 +163,16 @@ func (c *call) stream(hopCtx, hctx context.Context, span trace.Span, cancelHop c
 	if gt != nil {
 		gateC = gt.Chan()
 	}
+	awaiting := false // the reader waits for our answer about the frame we hold
 gateLoop:
 	for {
+		if awaiting {
+			next <- true
+			awaiting = false
+		}
 		select {
 		case it := <-items:
+			awaiting = it.err == nil
 			if it.err != nil {
 				if r, ok := c.ctxEnded(hopCtx); ok {
 					decide(telemetry.GateDiscardEOF)
@@ -193,63 +237,111 @@ gateLoop:
 		gt.Stop() // decided: only the idle timer may end the stream now
 	}
 
-	// After commit: pass frames through, flush per frame, never present a
-	// truncated answer as complete.
+	// After commit: pass frames through, never hold one back waiting for
+	// the next, never present a truncated answer as complete.
 	var idle clockwork.Timer
-	var idleC <-chan time.Time
-	if pol.StreamIdleTimeout > 0 {
-		idle = c.e.clock.NewTimer(pol.StreamIdleTimeout)
+	if d := pol.StreamIdleTimeout; d > 0 {
+		// The timer ends a blocked read by cancelling the hop; every frame
+		// re-arms it.
+		idle = c.e.clock.AfterFunc(d, func() { cancelHop(errIdleTimeout) })
 		defer idle.Stop()
-		idleC = idle.Chan()
 	}
+	if !awaiting {
+		// Committed on the gate timer while the reader was reading: its
+		// frame comes first.
+		it := <-items
+		next <- false
+		<-readerDone
+		if idle != nil && it.err == nil {
+			idle.Reset(pol.StreamIdleTimeout)
+		}
+		if res, end := c.afterCommit(hopCtx, hctx, span, m, entry, st, it); end {
+			return res
+		}
+	} else {
+		next <- false
+		<-readerDone
+	}
+	// The reader goroutine has exited: rd is ours.
 	for {
-		select {
-		case it := <-items:
+		if st.pending && !rd.Buffered() {
+			// Nothing more has arrived: the client gets what we have now.
+			st.pending = false
+			if c.rc.Flush() != nil {
+				return c.clientGone(span)
+			}
+		}
+		f, err := rd.Next()
+		it := frameItem{err: err}
+		if err == nil {
 			if idle != nil {
 				idle.Reset(pol.StreamIdleTimeout)
 			}
-			if it.err != nil {
-				if c.clientCtx.Err() != nil {
-					return c.clientGone(span)
-				}
-				if errors.Is(it.err, io.EOF) && st.finish {
-					// Complete but without [DONE]: finish it promptly.
-					if !st.done && c.req.Events == ChatEvents {
-						_ = c.writeFrame([]byte("data: [DONE]\n\n"))
-					}
-					return c.streamOK(hctx, span, m, entry, st)
-				}
-				if errors.Is(it.err, io.EOF) && c.req.Events == ResponsesEvents && st.finish {
-					return c.streamOK(hctx, span, m, entry, st)
-				}
-				return c.interrupt(hctx, span, m, entry, st, "upstream stream ended before the answer was complete ("+errString(it.err)+")")
-			}
-			switch it.info.Kind {
-			case gate.Malformed:
-				st.malformed++
-				c.e.tel.Metrics.MalformedFrame(hctx, ch.ID, m.Name)
-				continue
-			case gate.Error:
-				return c.interrupt(hctx, span, m, entry, st, "upstream sent an error after the answer started")
-			}
-			if it.info.UsageOnly {
-				st.usage = it.info.Usage
-				if !c.req.Fields.IncludeUsage && c.req.Events == ChatEvents {
-					continue // we asked for it, the client did not
-				}
-			}
-			if !c.deliver(it, st) {
-				return c.clientGone(span)
-			}
-			if it.info.Kind == gate.Done {
-				st.done = true
-				return c.streamOK(hctx, span, m, entry, st)
-			}
-		case <-idleC:
-			return c.interrupt(hctx, span, m, entry, st, "upstream stream stalled for "+pol.StreamIdleTimeout.String())
-		case <-c.clientCtx.Done():
-			return c.clientGone(span)
+			it.raw = f.Raw
+			it.info = inspect(f)
+			it.text = it.info.Text
 		}
+		if res, end := c.afterCommit(hopCtx, hctx, span, m, entry, st, it); end {
+			return res
+		}
+	}
+}
+
+// afterCommit passes one frame of a committed stream to the client, without
+// flushing (the read loop flushes once nothing more is buffered). end
+// reports that the hop is over, with res.
+func (c *call) afterCommit(hopCtx, hctx context.Context, span trace.Span, m *config.Model, entry config.Entry,
+	st *streamState, it frameItem) (res hopResult, end bool) {
+	if it.err != nil {
+		if c.clientCtx.Err() != nil {
+			return c.clientGone(span), true
+		}
+		if errors.Is(it.err, io.EOF) && st.finish {
+			// Complete but without [DONE]: finish it promptly.
+			if !st.done && c.req.Events == ChatEvents {
+				_ = c.writeFrame([]byte("data: [DONE]\n\n"))
+			}
+			c.flushPending(st)
+			return c.streamOK(hctx, span, m, entry, st), true
+		}
+		why := "upstream stream ended before the answer was complete (" + errString(it.err) + ")"
+		if context.Cause(hopCtx) == errIdleTimeout {
+			why = "upstream stream stalled for " + m.Policy.StreamIdleTimeout.String()
+		}
+		return c.interrupt(hctx, span, m, entry, st, why), true
+	}
+	switch it.info.Kind {
+	case gate.Malformed:
+		st.malformed++
+		c.e.tel.Metrics.MalformedFrame(hctx, entry.Channel.ID, m.Name)
+		return hopResult{}, false
+	case gate.Error:
+		return c.interrupt(hctx, span, m, entry, st, "upstream sent an error after the answer started"), true
+	}
+	if it.info.UsageOnly {
+		st.usage = it.info.Usage
+		if !c.req.Fields.IncludeUsage && c.req.Events == ChatEvents {
+			return hopResult{}, false // we asked for it, the client did not
+		}
+	}
+	c.note(it, st)
+	if _, err := c.w.Write(it.raw); err != nil {
+		return c.clientGone(span), true
+	}
+	st.pending = true
+	if it.info.Kind == gate.Done {
+		st.done = true
+		c.flushPending(st)
+		return c.streamOK(hctx, span, m, entry, st), true
+	}
+	return hopResult{}, false
+}
+
+// flushPending flushes frames written without a flush.
+func (c *call) flushPending(st *streamState) {
+	if st.pending {
+		st.pending = false
+		_ = c.rc.Flush()
 	}
 }
 
@@ -290,6 +382,13 @@ func (c *call) setHeadersCommitted(h http.Header, result string) {
 
 // deliver writes one frame and flushes it; false if the client is gone.
 func (c *call) deliver(it frameItem, st *streamState) bool {
+	c.note(it, st)
+	st.pending = false
+	return c.writeFrame(it.raw)
+}
+
+// note records what a frame about to be delivered tells about the answer.
+func (c *call) note(it frameItem, st *streamState) {
 	if it.info.FinishReason {
 		st.finish = true
 	}
@@ -302,11 +401,10 @@ func (c *call) deliver(it frameItem, st *streamState) bool {
 	if it.info.Usage.Present {
 		st.usage = it.info.Usage
 	}
-	if len(it.text) > 0 {
+	if st.keepText && len(it.text) > 0 {
 		st.delivered = append(st.delivered, it.text...)
 	}
 	st.wroteFrames++
-	return c.writeFrame(it.raw)
 }
 
 func (c *call) writeFrame(b []byte) bool {

@@ -62,6 +62,7 @@ type call struct {
 	served      *config.Model
 	failedOver  bool
 	interrupted bool
+	aborted     bool // a binary body cut after commit (Result.Aborted)
 	outcome     string
 	status      int
 	span        trace.Span // the dispatch span
@@ -134,7 +135,7 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Res
 	}
 	e.tel.Metrics.Request(r.Context(), req.Model.Name, req.Operation, c.outcome)
 
-	res := Result{Outcome: c.outcome, Status: c.status, Path: path, Attempts: c.attempts}
+	res := Result{Outcome: c.outcome, Status: c.status, Path: path, Attempts: c.attempts, Aborted: c.aborted}
 	if c.served != nil {
 		res.ServedModel = c.served.Name
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,60 @@ type Metrics struct {
 	genAITokens        metric.Int64Histogram
 
 	breakers atomic.Pointer[func() []BreakerObservation]
+
+	// attrs caches the measurement option of each label tuple of the
+	// per-request instruments (hop, request, gate, cost, GenAI): building an
+	// attribute set sorts and copies the labels and allocates, and the
+	// tuples repeat for every request.
+	attrs attrCache
+}
+
+// Kinds of cached label tuples; each kind has its own label names.
+const (
+	kindHop uint8 = iota
+	kindRequest
+	kindGate
+	kindChannelModel
+	kindGenAIDuration
+	kindGenAITokens
+)
+
+// attrKey is a label tuple of one kind; unused fields stay "".
+type attrKey struct {
+	kind          uint8
+	a, b, c, d, e string
+}
+
+// maxCachedAttrs bounds the cache: labels come from the config (channels,
+// models, outcomes) except gen_ai.response.model, which the upstream picks.
+// Past the bound, options are built per call as before.
+const maxCachedAttrs = 4096
+
+type attrCache struct {
+	m sync.Map // attrKey → *measureOpts
+	n atomic.Int32
+}
+
+// measureOpts holds one attribute set as ready-made variadic arguments:
+// passing a single option to Add or Record would allocate its slice.
+type measureOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// option returns the options for k, building them from attrs on a miss.
+func (c *attrCache) option(k attrKey, attrs func() []attribute.KeyValue) *measureOpts {
+	if o, ok := c.m.Load(k); ok {
+		return o.(*measureOpts)
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(attrs()...))
+	o := &measureOpts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	if c.n.Load() < maxCachedAttrs {
+		if _, loaded := c.m.LoadOrStore(k, o); !loaded {
+			c.n.Add(1)
+		}
+	}
+	return o
 }
 
 // instrumentName turns a Prometheus name of names.go into the instrument name
@@ -175,12 +230,14 @@ func (m *Metrics) Hop(ctx context.Context, channel, channelRegion, model, operat
 		// it, so its exemplar link will resolve.
 		ctx = context.WithValue(ctx, interestingKey{}, true)
 	}
-	attrs := metric.WithAttributes(m.region,
-		attribute.String(LabelChannel, channel), attribute.String(LabelChannelRegion, channelRegion),
-		attribute.String(LabelModel, model), attribute.String(LabelOperation, operation),
-		attribute.String(LabelOutcome, outcome))
-	m.hops.Add(ctx, 1, attrs)
-	m.hopDuration.Record(ctx, d.Seconds(), attrs)
+	attrs := m.attrs.option(attrKey{kindHop, channel, channelRegion, model, operation, outcome}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{m.region,
+			attribute.String(LabelChannel, channel), attribute.String(LabelChannelRegion, channelRegion),
+			attribute.String(LabelModel, model), attribute.String(LabelOperation, operation),
+			attribute.String(LabelOutcome, outcome)}
+	})
+	m.hops.Add(ctx, 1, attrs.add...)
+	m.hopDuration.Record(ctx, d.Seconds(), attrs.rec...)
 }
 
 // Request counts one client request by its final outcome.
@@ -188,9 +245,11 @@ func (m *Metrics) Request(ctx context.Context, model, operation, outcome string)
 	if m == nil {
 		return
 	}
-	m.requests.Add(ctx, 1, metric.WithAttributes(m.region,
-		attribute.String(LabelModel, model), attribute.String(LabelOperation, operation),
-		attribute.String(LabelOutcome, outcome)))
+	m.requests.Add(ctx, 1, m.attrs.option(attrKey{kindRequest, model, operation, outcome, "", ""}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{m.region,
+			attribute.String(LabelModel, model), attribute.String(LabelOperation, operation),
+			attribute.String(LabelOutcome, outcome)}
+	}).add...)
 }
 
 // GateDecision counts one stream gate decision and how long it held frames.
@@ -198,11 +257,13 @@ func (m *Metrics) GateDecision(ctx context.Context, channel, model, decision str
 	if m == nil {
 		return
 	}
-	attrs := metric.WithAttributes(m.region,
-		attribute.String(LabelChannel, channel), attribute.String(LabelModel, model),
-		attribute.String(LabelDecision, decision))
-	m.gateDecisions.Add(ctx, 1, attrs)
-	m.gateWait.Record(ctx, wait.Seconds(), attrs)
+	attrs := m.attrs.option(attrKey{kindGate, channel, model, decision, "", ""}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{m.region,
+			attribute.String(LabelChannel, channel), attribute.String(LabelModel, model),
+			attribute.String(LabelDecision, decision)}
+	})
+	m.gateDecisions.Add(ctx, 1, attrs.add...)
+	m.gateWait.Record(ctx, wait.Seconds(), attrs.rec...)
 }
 
 // HeaderTimeout counts a hop that hit the header timeout.
@@ -237,8 +298,7 @@ func (m *Metrics) Cost(ctx context.Context, channel, model string, usd float64) 
 	if m == nil || !(usd > 0) {
 		return
 	}
-	m.cost.Add(ctx, usd, metric.WithAttributes(m.region,
-		attribute.String(LabelChannel, channel), attribute.String(LabelModel, model)))
+	m.cost.Add(ctx, usd, m.channelModel(channel, model).add...)
 }
 
 // MalformedFrame counts an SSE frame dropped because it could not be parsed.
@@ -246,8 +306,7 @@ func (m *Metrics) MalformedFrame(ctx context.Context, channel, model string) {
 	if m == nil {
 		return
 	}
-	m.malformed.Add(ctx, 1, metric.WithAttributes(m.region,
-		attribute.String(LabelChannel, channel), attribute.String(LabelModel, model)))
+	m.malformed.Add(ctx, 1, m.channelModel(channel, model).add...)
 }
 
 // StreamInterrupted counts a committed stream ended with an in-band error.
@@ -255,8 +314,15 @@ func (m *Metrics) StreamInterrupted(ctx context.Context, channel, model string) 
 	if m == nil {
 		return
 	}
-	m.interrupted.Add(ctx, 1, metric.WithAttributes(m.region,
-		attribute.String(LabelChannel, channel), attribute.String(LabelModel, model)))
+	m.interrupted.Add(ctx, 1, m.channelModel(channel, model).add...)
+}
+
+// channelModel is the option of the (region, channel, model) label tuple
+// shared by several counters.
+func (m *Metrics) channelModel(channel, model string) *measureOpts {
+	return m.attrs.option(attrKey{kindChannelModel, channel, model, "", "", ""}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{m.region, attribute.String(LabelChannel, channel), attribute.String(LabelModel, model)}
+	})
 }
 
 // GenAI records the GenAI semconv client metrics for one operation.
@@ -266,28 +332,34 @@ func (m *Metrics) GenAI(ctx context.Context, operation, provider, requestModel, 
 	if m == nil {
 		return
 	}
-	var buf [6]attribute.KeyValue
-	attrs := append(buf[:0], m.region,
-		attribute.String(AttrGenAIOperation, operation),
-		attribute.String(AttrGenAIProvider, provider),
-		attribute.String(AttrGenAIRequestModel, requestModel))
-	if responseModel != "" {
-		attrs = append(attrs, attribute.String(AttrGenAIResponseMdl, responseModel))
+	base := func(extra ...attribute.KeyValue) []attribute.KeyValue {
+		attrs := make([]attribute.KeyValue, 0, 6)
+		attrs = append(attrs, m.region,
+			attribute.String(AttrGenAIOperation, operation),
+			attribute.String(AttrGenAIProvider, provider),
+			attribute.String(AttrGenAIRequestModel, requestModel))
+		if responseModel != "" {
+			attrs = append(attrs, attribute.String(AttrGenAIResponseMdl, responseModel))
+		}
+		return append(attrs, extra...)
 	}
-	n := len(attrs)
-	if errorType != "" {
-		attrs = append(attrs, attribute.String(AttrErrorType, errorType))
-	}
-	m.genAIDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
-	// Token usage has no error.type in the semconv: reuse the prefix. The
-	// attributes are copied into a set by each call, so reusing buf is safe.
-	attrs = attrs[:n]
+	m.genAIDuration.Record(ctx, d.Seconds(), m.attrs.option(
+		attrKey{kindGenAIDuration, operation, provider, requestModel, responseModel, errorType},
+		func() []attribute.KeyValue {
+			if errorType != "" {
+				return base(attribute.String(AttrErrorType, errorType))
+			}
+			return base()
+		}).rec...)
+	// Token usage has no error.type in the semconv.
 	if inTok > 0 {
-		m.genAITokens.Record(ctx, inTok, metric.WithAttributes(append(attrs,
-			attribute.String(AttrGenAITokenType, GenAITokenInput))...))
+		m.genAITokens.Record(ctx, inTok, m.attrs.option(
+			attrKey{kindGenAITokens, operation, provider, requestModel, responseModel, GenAITokenInput},
+			func() []attribute.KeyValue { return base(attribute.String(AttrGenAITokenType, GenAITokenInput)) }).rec...)
 	}
 	if outTok > 0 {
-		m.genAITokens.Record(ctx, outTok, metric.WithAttributes(append(attrs,
-			attribute.String(AttrGenAITokenType, GenAITokenOutput))...))
+		m.genAITokens.Record(ctx, outTok, m.attrs.option(
+			attrKey{kindGenAITokens, operation, provider, requestModel, responseModel, GenAITokenOutput},
+			func() []attribute.KeyValue { return base(attribute.String(AttrGenAITokenType, GenAITokenOutput)) }).rec...)
 	}
 }

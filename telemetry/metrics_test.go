@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -254,5 +255,33 @@ func BenchmarkHop(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		tel.Metrics.Hop(ctx, "a", "eu", "gpt", OperationChat, HopOK, time.Second)
+	}
+}
+
+// BenchmarkGenAI: the per-request GenAI metrics (duration and both token
+// counts) reuse cached attribute sets, so recording them does not allocate.
+func BenchmarkGenAI(b *testing.B) {
+	tel := Noop()
+	defer tel.Shutdown(context.Background())
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		tel.Metrics.GenAI(ctx, OperationChat, "openai", "gpt", "gpt-2026", "", time.Second, 12, 34)
+		tel.Metrics.Cost(ctx, "a", "gpt", 0.001)
+		tel.Metrics.Request(ctx, "gpt", "chat", "ok")
+	}
+}
+
+// TestAttrCacheBounded: gen_ai.response.model comes from the upstream, so a
+// provider inventing a model name per answer must not grow the attribute
+// cache without bound; past the bound the labels are still recorded.
+func TestAttrCacheBounded(t *testing.T) {
+	tel := Noop()
+	defer tel.Shutdown(context.Background())
+	for i := range maxCachedAttrs + 100 {
+		tel.Metrics.GenAI(context.Background(), OperationChat, "p", "m", fmt.Sprint("resp-", i), "", time.Second, 0, 0)
+	}
+	if n := tel.Metrics.attrs.n.Load(); n > maxCachedAttrs {
+		t.Fatalf("%d cached attribute sets, bound %d", n, maxCachedAttrs)
 	}
 }

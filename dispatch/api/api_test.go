@@ -47,6 +47,10 @@ models:
     operations: [embeddings]
     chain:
       - {channel: a, upstream_model: up-e, price: {input: 1, output: 1}}
+  - name: all
+    operations: [chat, completions, responses, embeddings, images, audio_speech, audio_transcriptions]
+    chain:
+      - {channel: a, upstream_model: up-all, price: {input: 1, output: 1}}
 `
 	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) { return channelKey, k == "CH_KEY" })
 	if err != nil {
@@ -158,7 +162,7 @@ func TestModelsList(t *testing.T) {
 		t.Fatalf("%d %v", resp.StatusCode, m)
 	}
 	data := m["data"].([]any)
-	if len(data) != 2 || data[0].(map[string]any)["id"] != "embed-only" || data[1].(map[string]any)["id"] != "m" {
+	if len(data) != 3 || data[0].(map[string]any)["id"] != "all" || data[1].(map[string]any)["id"] != "embed-only" || data[2].(map[string]any)["id"] != "m" {
 		t.Fatalf("models %v", data)
 	}
 	if resp, _ := do(t, gw, "GET", "/v1/models", "", ""); resp.StatusCode != 401 {

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -93,7 +96,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 }
 
 // proxy runs the front-door checks, then hands the request to the engine.
-// Nothing reaches an upstream unless every check passed.
+// Nothing reaches an upstream unless every check passed, and the whole body
+// is read (bounded by max_body_bytes) before the first hop: every hop
+// replays the same bytes, and a client that leaves mid-upload costs no
+// upstream attempt.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 	cfg := s.cfg.Load()
 	if r.Method != http.MethodPost {
@@ -104,6 +110,14 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 	if !ok {
 		s.fail(w, r, apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>"))
 		return
+	}
+	var boundary string
+	if rt.Multipart {
+		mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if boundary = params["boundary"]; err != nil || mt != "multipart/form-data" || boundary == "" {
+			s.fail(w, r, apierror.InvalidRequest(rt.Pattern+" takes a multipart/form-data body with a boundary (Content-Type)", ""))
+			return
+		}
 	}
 	// The body must arrive within bodyReadTimeout (a slow upload cannot pin
 	// a connection); the deadline is lifted before the answer streams.
@@ -121,57 +135,86 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 		s.fail(w, r, apierror.InvalidRequest("could not read the request body: "+err.Error(), ""))
 		return
 	}
-	f, err := reqbody.Parse(body)
-	if err != nil {
-		s.fail(w, r, apierror.InvalidRequest("request body is not a valid JSON object: "+err.Error(), ""))
-		return
+	req := &dispatch.Request{
+		Config:    cfg,
+		Operation: rt.Operation,
+		Path:      rt.Upstream,
+		Body:      body,
+		Tenant:    tenant,
+		Events:    rt.Events,
+		Binary:    rt.Binary,
 	}
-	if !f.ModelPresent || f.Model == "" {
-		s.fail(w, r, apierror.ModelNotFound(http.StatusBadRequest, "the request names no model: set \"model\""))
-		return
+	var model string
+	if rt.Multipart {
+		form, err := reqbody.ParseMultipart(body, boundary)
+		if err != nil {
+			s.fail(w, r, apierror.InvalidRequest(err.Error(), ""))
+			return
+		}
+		if !form.ModelPresent || form.Model == "" {
+			s.fail(w, r, apierror.ModelNotFound(http.StatusBadRequest, "the request names no model: set the \"model\" form field"))
+			return
+		}
+		// The Content-Type goes upstream as sent: it carries the boundary.
+		req.Raw, req.Form, req.ContentType = true, form, r.Header.Get("Content-Type")
+		model = form.Model
+	} else {
+		f, err := reqbody.Parse(body)
+		if err != nil {
+			s.fail(w, r, apierror.InvalidRequest("request body is not a valid JSON object: "+err.Error(), ""))
+			return
+		}
+		if !f.ModelPresent || f.Model == "" {
+			s.fail(w, r, apierror.ModelNotFound(http.StatusBadRequest, "the request names no model: set \"model\""))
+			return
+		}
+		if f.Stream && !rt.Streams {
+			s.fail(w, r, apierror.InvalidRequest("hopgate does not stream "+rt.Pattern+": omit \"stream\" or set it to false", "stream"))
+			return
+		}
+		req.Fields, req.Stream = f, f.Stream
+		model = f.Model
 	}
-	m := cfg.Model(f.Model)
+	m := cfg.Model(model)
 	if m == nil {
-		s.fail(w, r, apierror.ModelNotFound(http.StatusNotFound, "model \""+f.Model+"\" does not exist on this gateway; GET /v1/models lists the models served"))
+		s.fail(w, r, apierror.ModelNotFound(http.StatusNotFound, "model \""+model+"\" does not exist on this gateway; GET /v1/models lists the models served"))
 		return
 	}
 	if !serves(m, rt.Operation) {
-		s.fail(w, r, apierror.OperationNotSupported("model \""+m.Name+"\" does not serve the \""+rt.Operation+"\" operation"))
+		s.fail(w, r, apierror.OperationNotSupported("model \""+m.Name+"\" does not serve the \""+rt.Operation+"\" operation ("+rt.Pattern+"); it serves: "+strings.Join(operations(m), ", ")))
 		return
 	}
+	req.Model = m
 	span := trace.SpanFromContext(r.Context())
 	if tenant != "" {
 		span.SetAttributes(attribute.String(telemetry.AttrTenant, tenant))
 	}
-	res := s.engine.Serve(w, r, &dispatch.Request{
-		Config:    cfg,
-		Model:     m,
-		Operation: rt.Operation,
-		Path:      rt.Upstream,
-		Body:      body,
-		Fields:    f,
-		Tenant:    tenant,
-		Stream:    f.Stream,
-		Events:    rt.Events,
-	})
+	res := s.engine.Serve(w, r, req)
 	s.log.InfoContext(r.Context(), "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.String("model", m.Name), slog.String("served_model", res.ServedModel),
-		slog.Bool("stream", f.Stream), slog.Int("status", res.Status),
+		slog.Bool("stream", req.Stream), slog.Int("status", res.Status),
 		slog.String("outcome", res.Outcome), slog.String("failover_path", res.Path),
-		slog.Int("attempts", res.Attempts), slog.String("tenant", tenant))
+		slog.Int("attempts", res.Attempts), slog.String("tenant", tenant),
+		slog.Bool("aborted", res.Aborted))
+	if res.Aborted {
+		// A binary body was cut after its headers went out: break the
+		// connection so the client sees a truncated transfer (net/http
+		// neither logs this panic nor finishes the response).
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// operations a model serves (config defaults an empty list to chat).
+func operations(m *config.Model) []string {
+	if len(m.Operations) == 0 {
+		return []string{config.OpChat}
+	}
+	return m.Operations
 }
 
 func serves(m *config.Model, op string) bool {
-	if len(m.Operations) == 0 {
-		return op == "chat"
-	}
-	for _, o := range m.Operations {
-		if o == op {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(operations(m), op)
 }
 
 // models answers GET /v1/models with the public model names (never the
@@ -200,11 +243,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
 	for _, m := range cfg.Models {
-		ops := m.Operations
-		if len(ops) == 0 {
-			ops = []string{"chat"}
-		}
-		out.Data = append(out.Data, model{ID: m.Name, Object: "model", Created: 0, OwnedBy: "hopgate", Operations: ops})
+		out.Data = append(out.Data, model{ID: m.Name, Object: "model", Created: 0, OwnedBy: "hopgate", Operations: operations(m)})
 	}
 	sort.Slice(out.Data, func(i, j int) bool { return out.Data[i].ID < out.Data[j].ID })
 	w.Header().Set("Content-Type", "application/json")

@@ -217,8 +217,7 @@ func (b *Breaker) record(now time.Time, o Outcome) {
 	if !failed {
 		return // failures in the window, not consecutive failures
 	}
-	b.failures.add(now)
-	if b.failures.count(now, b.policy.Window) >= b.policy.Failures {
+	if b.failures.add(now, b.policy.Window) {
 		b.setState(Open, now, ReasonFailures, now.Add(b.policy.Cooldown))
 	}
 }

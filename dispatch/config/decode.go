@@ -288,6 +288,24 @@ func (p *parser) count(n *yaml.Node, what string, min int64) val[int] {
 	return val[int]{v: int(v.v), set: true, node: v.node}
 }
 
+// Upper bounds of breaker counts. The count breaker keeps one timestamp per
+// failure, allocated up front, so `failures: 1000000000` would allocate
+// gigabytes per channel; no real policy needs more than these.
+const (
+	MaxBreakerFailures    = 1000
+	MaxBreakerMinRequests = 1_000_000
+)
+
+// countMax is count with an upper bound.
+func (p *parser) countMax(n *yaml.Node, what string, min, max int64) val[int] {
+	v := p.count(n, what, min)
+	if v.set && int64(v.v) > max {
+		p.errorf(v.node, "%s must be at most %d, not %d", what, max, v.v)
+		return val[int]{}
+	}
+	return v
+}
+
 func (p *parser) number(n *yaml.Node, what string) val[float64] {
 	s := p.scalar(n, what, "a number")
 	if s == nil {

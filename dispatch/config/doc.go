@@ -91,10 +91,10 @@
 //	key            count default   rate default   notes
 //	mode           count           rate           count | rate; the chat profile implies rate
 //	window         5m              60s            > 0; sliding (count) or rolling (rate) window
-//	failures       3               3              int ≥ 1; count: failures in the window that open
+//	failures       3               3              int in [1, 1000]; count: failures in the window that open
 //	cooldown       60s             60s            > 0; open time before the half-open trial
 //	threshold      0.25            0.25           in (0, 1]; rate: error rate that opens
-//	min_requests   10              10             int ≥ 1; rate: requests needed before judging
+//	min_requests   10              10             int in [1, 1e6]; rate: requests needed before judging
 //
 // channels[]:
 //

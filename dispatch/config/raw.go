@@ -185,7 +185,7 @@ func (p *parser) breaker(n *yaml.Node, ctx string) rawBreaker {
 	p.mapping(n, ctx, fields{
 		"mode":     func(_, v *yaml.Node) { b.mode = p.enum(v, in("mode", ctx), BreakerCount, BreakerRate) },
 		"window":   func(_, v *yaml.Node) { b.window = p.duration(v, in("window", ctx), true) },
-		"failures": func(_, v *yaml.Node) { b.failures = p.count(v, in("failures", ctx), 1) },
+		"failures": func(_, v *yaml.Node) { b.failures = p.countMax(v, in("failures", ctx), 1, MaxBreakerFailures) },
 		"cooldown": func(_, v *yaml.Node) { b.cooldown = p.duration(v, in("cooldown", ctx), true) },
 		"threshold": func(_, v *yaml.Node) {
 			b.threshold = p.number(v, in("threshold", ctx))
@@ -194,7 +194,9 @@ func (p *parser) breaker(n *yaml.Node, ctx string) rawBreaker {
 				b.threshold = val[float64]{}
 			}
 		},
-		"min_requests": func(_, v *yaml.Node) { b.minRequests = p.count(v, in("min_requests", ctx), 1) },
+		"min_requests": func(_, v *yaml.Node) {
+			b.minRequests = p.countMax(v, in("min_requests", ctx), 1, MaxBreakerMinRequests)
+		},
 	})
 	return b
 }

@@ -16,7 +16,7 @@ var ErrFrameTooLarge = errors.New("sse: frame too large")
 const DefaultMaxFrame = 1 << 20
 
 const (
-	initialBuf = 4 << 10
+	initialBuf = 1 << 10 // grows on demand; most frames are a few hundred bytes
 	// maxInterned bounds the event-name cache, so a hostile upstream sending a
 	// new event name per frame cannot grow memory; past it names allocate.
 	maxInterned    = 64
@@ -296,4 +296,15 @@ func (r *Reader) intern(b []byte) string {
 		r.events[s] = s
 	}
 	return s
+}
+
+// Buffered reports whether a complete frame is already buffered, so that
+// the next call to Next returns without reading. A proxy uses it to flush
+// only when no further frame is at hand.
+func (r *Reader) Buffered() bool {
+	if r.done != nil || !r.bomDone {
+		return false
+	}
+	_, ok := r.frameEnd()
+	return ok
 }

@@ -314,3 +314,59 @@ func TestReaderTinyLimit(t *testing.T) {
 		t.Fatalf("%q %v", f.Raw, err)
 	}
 }
+
+// chunks returns its reads one by one, like a network connection returning
+// what arrived so far.
+type chunks []string
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(*c) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, (*c)[0])
+	(*c)[0] = (*c)[0][n:]
+	if (*c)[0] == "" {
+		*c = (*c)[1:]
+	}
+	return n, nil
+}
+
+// TestReaderBuffered: a proxy flushes when Buffered is false, so it must be
+// true only when Next can return a frame without reading (frames that
+// arrived together), and false for a partial frame, a possible CRLF split
+// and at the end of the stream.
+func TestReaderBuffered(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reads []string
+		want  []bool // Buffered after each Next
+	}{
+		{"two frames in one read", []string{"data: a\n\ndata: b\n\n"}, []bool{true, false}},
+		{"one frame per read", []string{"data: a\n\n", "data: b\n\n"}, []bool{false, false}},
+		{"second frame partial", []string{"data: a\n\ndata: b\n", "\n"}, []bool{false, false}},
+		{"trailing CR may be CRLF", []string{"data: a\r\n\r\ndata: b\r\n\r", "\n"}, []bool{false, false}},
+		{"three in one read", []string{"data: a\n\n: ping\n\ndata: b\n\n"}, []bool{true, true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := chunks(slices.Clone(tc.reads))
+			rd := NewReader(&src, 0)
+			if rd.Buffered() {
+				t.Fatal("Buffered before the first read")
+			}
+			for i, want := range tc.want {
+				if _, err := rd.Next(); err != nil {
+					t.Fatalf("frame %d: %v", i, err)
+				}
+				if got := rd.Buffered(); got != want {
+					t.Fatalf("after frame %d: Buffered %v, want %v", i, got, want)
+				}
+			}
+			if _, err := rd.Next(); !errors.Is(err, io.EOF) {
+				t.Fatalf("end: %v", err)
+			}
+			if rd.Buffered() {
+				t.Fatal("Buffered after the end")
+			}
+		})
+	}
+}

@@ -1,0 +1,404 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// endpointCase is one OpenAI endpoint as a client calls it.
+type endpointCase struct {
+	name   string
+	path   string
+	genai  string // gen_ai.operation.name of its hop spans
+	ct     string
+	body   func(model string) []byte // the client body for a model name
+	stream bool                      // the answer is SSE
+}
+
+const uploadBoundary = "hopgate-test-boundary-7MA4YWxkTrZu0gW"
+
+// audioUpload is a file with every byte value, CRLFs and a boundary
+// lookalike: an upload that must reach the upstream untouched.
+var audioUpload = func() []byte {
+	b := []byte("ID3\x04\x00\x00\x00\x00\x00\x00")
+	for i := 0; i < 4096; i++ {
+		b = append(b, byte(i), byte(i*7))
+	}
+	return append(b, "\r\n--"+uploadBoundary+"x\r\n\r\n"...)
+}()
+
+// transcriptionBody is what the OpenAI SDK sends: the file, then fields.
+func transcriptionBody(model string) []byte {
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	_ = w.SetBoundary(uploadBoundary)
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", `form-data; name="file"; filename="hello.mp3"`)
+	h.Set("Content-Type", "audio/mpeg")
+	p, _ := w.CreatePart(h)
+	_, _ = p.Write(audioUpload)
+	_ = w.WriteField("model", model)
+	_ = w.WriteField("response_format", "json")
+	_ = w.Close()
+	return buf.Bytes()
+}
+
+func jsonBody(format string) func(string) []byte {
+	return func(model string) []byte { return []byte(strings.Replace(format, "MODEL", model, 1)) }
+}
+
+// endpoints are every proxied route. Streaming clients ask for usage
+// themselves, so the gateway has nothing to add and the answer must be
+// the upstream's bytes exactly.
+var endpoints = []endpointCase{
+	{name: "chat", path: "/v1/chat/completions", genai: "chat", ct: "application/json",
+		body: jsonBody(`{"model":"MODEL", "messages":[{"role":"user","content":"hé"}],"temperature":0.2}`)},
+	{name: "chat stream", path: "/v1/chat/completions", genai: "chat", ct: "application/json", stream: true,
+		body: jsonBody(`{"model":"MODEL","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)},
+	{name: "completions", path: "/v1/completions", genai: "text_completion", ct: "application/json",
+		body: jsonBody(`{"model":"MODEL","prompt":"Say hi","max_tokens":16}`)},
+	{name: "completions stream", path: "/v1/completions", genai: "text_completion", ct: "application/json", stream: true,
+		body: jsonBody(`{"model":"MODEL","prompt":"Say hi","stream":true,"stream_options":{"include_usage":true}}`)},
+	{name: "responses", path: "/v1/responses", genai: "chat", ct: "application/json",
+		body: jsonBody(`{"model":"MODEL","input":"Say hi"}`)},
+	{name: "responses stream", path: "/v1/responses", genai: "chat", ct: "application/json", stream: true,
+		body: jsonBody(`{"model":"MODEL","input":[{"role":"user","content":"Say hi"}],"stream":true}`)},
+	{name: "embeddings", path: "/v1/embeddings", genai: "embeddings", ct: "application/json",
+		body: jsonBody(`{"model":"MODEL","input":["one","two"],"dimensions":4}`)},
+	{name: "images", path: "/v1/images/generations", genai: "generate_content", ct: "application/json",
+		body: jsonBody(`{"model":"MODEL","prompt":"a lighthouse","n":2,"size":"256x256","response_format":"b64_json"}`)},
+	{name: "speech", path: "/v1/audio/speech", genai: "generate_content", ct: "application/json",
+		body: jsonBody(`{"model":"MODEL","input":"Hello there","voice":"alloy","response_format":"mp3"}`)},
+	{name: "transcriptions", path: "/v1/audio/transcriptions", genai: "generate_content",
+		ct: "multipart/form-data; boundary=" + uploadBoundary, body: transcriptionBody},
+}
+
+// tap records the bytes a fake provider wrote, per request, so a test can
+// compare them with what the client received.
+type tap struct {
+	up *upstream.Server
+	mu sync.Mutex
+	// replies in arrival order; a reply grows while its handler writes.
+	replies []*bytes.Buffer
+}
+
+func (tp *tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	buf := &bytes.Buffer{}
+	tp.mu.Lock()
+	tp.replies = append(tp.replies, buf)
+	tp.mu.Unlock()
+	tp.up.ServeHTTP(&tapWriter{ResponseWriter: w, tap: tp, buf: buf}, r)
+}
+
+func (tp *tap) last() string {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if len(tp.replies) == 0 {
+		return ""
+	}
+	return tp.replies[len(tp.replies)-1].String()
+}
+
+type tapWriter struct {
+	http.ResponseWriter
+	tap *tap
+	buf *bytes.Buffer
+}
+
+func (w *tapWriter) Write(b []byte) (int, error) {
+	w.tap.mu.Lock()
+	w.buf.Write(b)
+	w.tap.mu.Unlock()
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and Hijack (the fake's
+// reset fault hijacks the connection).
+func (w *tapWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// endpointConfig serves public model m as upstream model up-m on a cheap
+// channel a and a dearer b, for every operation.
+const endpointConfig = `
+region: test-1
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY, region: r-a}
+  - {id: b, base_url: "{{url:b}}", api_key_env: CHANNEL_KEY, region: r-b}
+models:
+  - name: m
+    operations: [chat, completions, responses, embeddings, images, audio_speech, audio_transcriptions]
+    policy: {header_timeout: 10s}
+    chain:
+      - {channel: b, upstream_model: up-m, price: {input: 2, output: 2}}
+      - {channel: a, upstream_model: up-m, price: {input: 1, output: 1}}
+`
+
+// newEndpointHarness is a harness whose providers are tapped.
+func newEndpointHarness(t *testing.T) (*harness, map[string]*tap) {
+	t.Helper()
+	taps := map[string]*tap{}
+	custom := map[string]http.Handler{}
+	for _, id := range []string{"a", "b"} {
+		up := upstream.New(upstream.Options{Clock: nil, Name: id, APIKey: channelKey})
+		taps[id] = &tap{up: up}
+		custom[id] = taps[id]
+		t.Cleanup(up.Close)
+	}
+	h := newHarnessWith(t, harnessOptions{custom: custom}, endpointConfig)
+	for id, tp := range taps {
+		h.ups[id] = tp.up
+	}
+	return h, taps
+}
+
+// call sends one request to path and reads the whole answer.
+func (h *harness) call(ctx context.Context, path, ct string, body []byte) (reply, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.gw.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return reply{}, err
+	}
+	req.Header.Set("Content-Type", ct)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return reply{status: -1}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}, err
+}
+
+func (h *harness) mustCall(ec endpointCase) reply {
+	h.t.Helper()
+	r, err := h.call(context.Background(), ec.path, ec.ct, ec.body("m"))
+	if err != nil {
+		h.t.Fatalf("%s: %v", ec.path, err)
+	}
+	return r
+}
+
+// TestEndpointsPassThrough: every endpoint answers with the upstream's
+// bytes exactly (binary audio included), sends the upstream the client's
+// body with only the model changed, and names its hop span after the
+// GenAI operation and the upstream model.
+func TestEndpointsPassThrough(t *testing.T) {
+	for _, ec := range endpoints {
+		t.Run(ec.name, func(t *testing.T) {
+			h, taps := newEndpointHarness(t)
+			r := h.mustCall(ec)
+			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:ok" {
+				t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			}
+			if r.body != taps["a"].last() || len(r.body) == 0 {
+				t.Fatalf("answer differs from the upstream's bytes:\n got %.200q\nwant %.200q", r.body, taps["a"].last())
+			}
+			log := h.ups["a"].Log()
+			if len(log) != 1 || !bytes.Equal(log[0].Body, ec.body("up-m")) {
+				t.Fatalf("upstream body: only the model may change\n got %.300q\nwant %.300q", log[0].Body, ec.body("up-m"))
+			}
+			if got := log[0].Header.Get("Content-Type"); got != ec.ct {
+				t.Fatalf("upstream Content-Type %q, want %q", got, ec.ct)
+			}
+			switch ec.name {
+			case "speech":
+				if r.header.Get("Content-Type") != "audio/mpeg" || r.body != string(upstream.SpeechAudio("Hello there", upstream.DefaultTokens)) {
+					t.Fatalf("audio: %q, %d bytes", r.header.Get("Content-Type"), len(r.body))
+				}
+			case "transcriptions":
+				if !strings.Contains(r.body, upstream.FileDigest(audioUpload)) {
+					t.Fatalf("the upload did not reach the upstream intact: %s", r.body)
+				}
+			}
+			if ec.stream != strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
+				t.Fatalf("Content-Type %q for stream=%v", r.header.Get("Content-Type"), ec.stream)
+			}
+			var hop bool
+			for _, s := range h.traceOf(r.header.Get("X-Request-Id")) {
+				if s.SpanKind != trace.SpanKindClient {
+					continue
+				}
+				hop = true
+				if s.Name != ec.genai+" up-m" || spanAttr(s.Attributes, telemetry.AttrGenAIOperation) != ec.genai {
+					t.Fatalf("hop span %q, %s=%q; want %q", s.Name, telemetry.AttrGenAIOperation, spanAttr(s.Attributes, telemetry.AttrGenAIOperation), ec.genai+" up-m")
+				}
+			}
+			if !hop {
+				t.Fatal("no hop span")
+			}
+		})
+	}
+}
+
+// TestEndpointsFailOverOn503: a 503 from the cheapest channel moves to the
+// next one, which receives the very same bytes (multipart upload included)
+// and whose answer the client gets unchanged.
+func TestEndpointsFailOverOn503(t *testing.T) {
+	for _, ec := range endpoints {
+		t.Run(ec.name, func(t *testing.T) {
+			h, taps := newEndpointHarness(t)
+			if err := h.ups["a"].SetFault("up-m", "503"); err != nil {
+				t.Fatal(err)
+			}
+			r := h.mustCall(ec)
+			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:503 → b:ok" {
+				t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			}
+			if r.body != taps["b"].last() {
+				t.Fatalf("answer differs from the serving upstream's bytes")
+			}
+			la, lb := h.ups["a"].Log(), h.ups["b"].Log()
+			if len(la) != 1 || len(lb) != 1 || !bytes.Equal(la[0].Body, lb[0].Body) || la[0].Header.Get("Content-Type") != lb[0].Header.Get("Content-Type") {
+				t.Fatalf("the replayed request differs from the first hop's (%d, %d requests)", len(la), len(lb))
+			}
+		})
+	}
+}
+
+// TestEndpointsFinal400: a client error from the upstream comes back after
+// exactly one attempt, unchanged; no other channel is asked.
+func TestEndpointsFinal400(t *testing.T) {
+	for _, ec := range endpoints {
+		t.Run(ec.name, func(t *testing.T) {
+			h, taps := newEndpointHarness(t)
+			if err := h.ups["a"].SetFault("up-m", "400"); err != nil {
+				t.Fatal(err)
+			}
+			r := h.mustCall(ec)
+			if r.status != 400 || r.body != taps["a"].last() || r.header.Get("X-Hopgate-Attempts") != "1" {
+				t.Fatalf("status %d attempts %s: %s", r.status, r.header.Get("X-Hopgate-Attempts"), r.body)
+			}
+			if n := len(h.ups["b"].Log()); n != 0 {
+				t.Fatalf("b saw %d requests after a final error", n)
+			}
+		})
+	}
+}
+
+// TestEndpointsHeaderTimeout: an upstream that never answers costs the
+// model's header_timeout (on the gateway clock), then the next channel
+// serves, on every endpoint.
+func TestEndpointsHeaderTimeout(t *testing.T) {
+	for _, ec := range endpoints {
+		t.Run(ec.name, func(t *testing.T) {
+			h, taps := newEndpointHarness(t)
+			if err := h.ups["a"].SetFault("up-m", "no-headers"); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan reply, 1)
+			go func() {
+				r, _ := h.call(context.Background(), ec.path, ec.ct, ec.body("m"))
+				done <- r
+			}()
+			h.waitAttempts("a", "up-m", 1)
+			h.waitTimers(1)
+			h.clock.Advance(10 * time.Second)
+			r := <-done
+			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" || r.body != taps["b"].last() {
+				t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			}
+		})
+	}
+}
+
+// TestStreamingEndpointsGate: on every streaming endpoint an error inside
+// a 200 stream is caught by the gate before commit and fails over.
+func TestStreamingEndpointsGate(t *testing.T) {
+	for _, ec := range endpoints {
+		if !ec.stream {
+			continue
+		}
+		for _, fault := range []string{"stream-error", "stream-error-event"} {
+			t.Run(ec.name+"/"+fault, func(t *testing.T) {
+				h, taps := newEndpointHarness(t)
+				if err := h.ups["a"].SetFault("up-m", fault); err != nil {
+					t.Fatal(err)
+				}
+				r := h.mustCall(ec)
+				if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:stream_error → b:ok" || r.body != taps["b"].last() {
+					t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+				}
+			})
+		}
+	}
+}
+
+// TestSpeechFailures: a speech request answered with a JSON error or an
+// HTML page under 200 is a failed hop (nothing was committed); a binary
+// body cut after commit cannot fail over, so the client's transfer breaks
+// instead of ending cleanly, with or without a Content-Length.
+func TestSpeechFailures(t *testing.T) {
+	speech := endpoints[8]
+	if speech.name != "speech" {
+		t.Fatal("endpoints table changed")
+	}
+	for _, fault := range []string{"error-body", "bad-json"} {
+		t.Run(fault, func(t *testing.T) {
+			h, taps := newEndpointHarness(t)
+			if err := h.ups["a"].SetFault("up-m", fault); err != nil {
+				t.Fatal(err)
+			}
+			r := h.mustCall(speech)
+			if r.status != 200 || !strings.HasPrefix(r.header.Get("X-Hopgate-Path"), "a:") || !strings.HasSuffix(r.header.Get("X-Hopgate-Path"), " → b:ok") || r.body != taps["b"].last() {
+				t.Fatalf("status %d path %q", r.status, r.header.Get("X-Hopgate-Path"))
+			}
+		})
+	}
+	t.Run("cut with Content-Length", func(t *testing.T) {
+		h, _ := newEndpointHarness(t)
+		if err := h.ups["a"].SetFault("up-m", "cut=4"); err != nil {
+			t.Fatal(err)
+		}
+		r, err := h.call(context.Background(), speech.path, speech.ct, speech.body("m"))
+		if !errors.Is(err, io.ErrUnexpectedEOF) || r.status != 200 || len(r.body) == 0 {
+			t.Fatalf("a cut audio body must reach the client as a broken transfer: status %d, %d bytes, err %v", r.status, len(r.body), err)
+		}
+		if n := len(h.ups["b"].Log()); n != 0 {
+			t.Fatalf("failover after commit: b saw %d requests", n)
+		}
+	})
+	t.Run("chunked, then html", func(t *testing.T) {
+		h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{
+			// a: 200 text/html from a load balancer, a failed hop.
+			"a": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/html")
+				_, _ = io.WriteString(w, "<html>502 Bad Gateway</html>")
+			}),
+			// b: audio without a Content-Length that dies mid-body.
+			"b": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "audio/mpeg")
+				_, _ = w.Write(bytes.Repeat([]byte{0xff, 0xfb}, 4096))
+				http.NewResponseController(w).Flush()
+				panic(http.ErrAbortHandler)
+			}),
+		}}, endpointConfig)
+		r, err := h.call(context.Background(), speech.path, speech.ct, speech.body("m"))
+		if err == nil || r.status != 200 || len(r.body) != 8192 || r.header.Get("X-Hopgate-Path") != "a:bad_json → b:ok" {
+			t.Fatalf("status %d, %d bytes, path %q, err %v: want a broken transfer after the bytes received", r.status, len(r.body), r.header.Get("X-Hopgate-Path"), err)
+		}
+	})
+}
+
+func spanAttr(kvs []attribute.KeyValue, key string) string {
+	for _, kv := range kvs {
+		if string(kv.Key) == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
