@@ -40,7 +40,7 @@ type Options struct {
 	MaxInFlight int           // requests beyond it are shed, not queued; default 64
 	Seed        uint64        // random seed; 0 = time-based
 	// MaxResponseBody bounds buffered upstream bodies (gateway.Options);
-	// default 16 MiB, see docs/reliability.md for why not the 256 MiB default.
+	// default 16 MiB, below the engine default of 64 MiB (docs/reliability.md).
 	MaxResponseBody int64
 	// RequestDeadline is the client's deadline per request; default 15 s.
 	RequestDeadline time.Duration
