@@ -3,16 +3,24 @@ package dispatch_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/sse"
 )
 
@@ -175,6 +183,13 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 	}
 }
 
+// processCPU is the user plus system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func heapNow() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -237,6 +252,113 @@ func BenchmarkStreamThroughput(b *testing.B) {
 						b.Errorf("status %d, %d bytes", resp.StatusCode, n)
 						return
 					}
+				}
+			})
+		})
+	}
+}
+
+// completion1KB is a realistic non-streaming answer: OpenAI's shape, usage
+// included, about 1 KB (hopbench's completion-1KB workload).
+var completion1KB = fmt.Appendf(nil, `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,`+
+	`"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":%q},`+
+	`"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":24,"completion_tokens":200,"total_tokens":224}}`,
+	strings.Repeat("lorem ipsum dolor sit amet ", 30)[:800])
+
+// fastCompletion answers every request with completion1KB at once, so the
+// upstream costs as little as possible next to what is measured.
+type fastCompletion struct{}
+
+func (fastCompletion) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(completion1KB)))
+	_, _ = w.Write(completion1KB)
+}
+
+// otlpSink accepts OTLP/HTTP trace exports and discards them.
+type otlpSink struct{ exports atomic.Int64 }
+
+func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	s.exports.Add(1)
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.WriteHeader(http.StatusOK)
+}
+
+// BenchmarkCompletionThroughput is 1 KB completions at 32 concurrent
+// clients: direct, through a bare httputil.ReverseProxy (hopgate's upstream
+// transport) and through the gateway on the real clock with 100 % of traces
+// exported over OTLP/HTTP, as in hopbench's completion-1KB workload. The
+// gateway / proxy ratio of ns/op is the issue 8 throughput target, and a
+// CPU profile of the gateway case shows where the request path spends.
+func BenchmarkCompletionThroughput(b *testing.B) { benchCompletion(b, 16) }
+
+// BenchmarkCompletionLatency is the same with one client sending requests
+// one after the other: ns/op is the round trip, and the gateway minus
+// direct is the latency the gateway adds to an idle request (steadier than
+// the 32-client run on a shared machine).
+func BenchmarkCompletionLatency(b *testing.B) { benchCompletion(b, 0) }
+
+// benchCompletion runs the completion benchmarks with parallelism×GOMAXPROCS
+// clients, or one sequential client when parallelism is 0.
+func benchCompletion(b *testing.B, parallelism int) {
+	sink := &otlpSink{}
+	sinkSrv := httptest.NewServer(sink)
+	b.Cleanup(sinkSrv.Close)
+	h := newHarnessWith(b, harnessOptions{
+		custom:       map[string]http.Handler{"a": fastCompletion{}, "b": fastCompletion{}},
+		gatewayClock: clockwork.NewRealClock(),
+		otlpEndpoint: sinkSrv.URL,
+	}, twoChannels("m", "m", ""))
+	upURL, _ := url.Parse(h.cfg.Channel("b").BaseURL)
+	tr := dispatch.NewTransport()
+	proxy := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(upURL); r.Out.URL.Path = upURL.Path + "/chat/completions" },
+		Transport: tr,
+	})
+	b.Cleanup(func() { proxy.Close(); tr.CloseIdleConnections() })
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.Cleanup(client.CloseIdleConnections)
+	body := chat(false)
+	for _, path := range []struct{ name, url string }{
+		{"direct", h.cfg.Channel("b").BaseURL + "/chat/completions"},
+		{"proxy", proxy.URL},
+		{"gateway", h.gw.URL + "/v1/chat/completions"},
+	} {
+		b.Run(path.name, func(b *testing.B) {
+			b.ReportAllocs()
+			// CPU time per request of the whole process (client, proxy or
+			// gateway, upstream): on a shared machine it is steadier than
+			// wall time, and the gateway-minus-proxy difference is what
+			// each adds.
+			cpu0 := processCPU()
+			defer func() { b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op") }()
+			do := func() bool {
+				req, _ := http.NewRequest(http.MethodPost, path.url, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+channelKey)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return false
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || n != int64(len(completion1KB)) {
+					b.Errorf("status %d, %d bytes", resp.StatusCode, n)
+					return false
+				}
+				return true
+			}
+			if parallelism == 0 {
+				for i := 0; i < b.N && do(); i++ {
+				}
+				return
+			}
+			b.SetParallelism(parallelism)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() && do() {
 				}
 			})
 		})

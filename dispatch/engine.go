@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -71,7 +73,7 @@ type Options struct {
 // process; it is safe for concurrent use.
 type Engine struct {
 	clock     clockwork.Clock
-	client    *http.Client
+	transport http.RoundTripper
 	breakers  *breaker.Set
 	tel       *telemetry.Telemetry
 	log       *slog.Logger
@@ -80,6 +82,12 @@ type Engine struct {
 	maxFrame  int
 	maxHeld   int
 	maxBody   int64
+	// urls caches the span attributes of each upstream URL (urlAttrs).
+	urls  sync.Map // urlKey -> []attribute.KeyValue
+	nurls atomic.Int64
+	// names caches span names and the chain attribute (spanNames).
+	names  sync.Map // any -> string
+	nnames atomic.Int64
 }
 
 // New builds an Engine.
@@ -122,12 +130,12 @@ func New(o Options) *Engine {
 	if tr == nil {
 		tr = NewTransport()
 	}
-	e.client = &http.Client{
-		Transport: tr,
-		// Never follow a redirect: an upstream must not be able to send
-		// hopgate (and the channel credential) to another host.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	// Hops go straight to the transport, not through an http.Client: a
+	// transport never follows a redirect (an upstream must not be able to
+	// send hopgate, and the channel credential, to another host), and the
+	// client's redirect bookkeeping (a copy of the request headers per
+	// request) buys nothing here.
+	e.transport = tr
 	e.breakers = o.Breakers
 	if e.breakers == nil {
 		e.breakers = breaker.NewSet(breaker.WithClock(e.clock))

@@ -55,6 +55,12 @@ type harnessOptions struct {
 	// upstreamClock drives the fake providers (nil: upClock, a fake clock);
 	// benchmarks pass a real clock so frame delays really elapse.
 	upstreamClock clockwork.Clock
+	// gatewayClock replaces the gateway's fake clock (benchmarks: the real
+	// clock, whose timers cost what they cost in production).
+	gatewayClock clockwork.Clock
+	// otlpEndpoint exports spans over OTLP/HTTP to this base URL instead of
+	// recording them in memory, as hopbench does.
+	otlpEndpoint string
 }
 
 // channelEnv is the credential every fake channel expects.
@@ -107,10 +113,20 @@ func newHarnessWith(t testing.TB, o harnessOptions, cfgYAML string, channels ...
 	}
 	h.cfg = cfg
 	h.spans = tracetest.NewInMemoryExporter()
-	tel, err := telemetry.Setup(context.Background(), telemetry.Options{
+	topts := telemetry.Options{
 		Region: cfg.Region, HealthyRatio: 1, SpanExporter: h.spans,
 		Getenv: func(string) string { return "" },
-	})
+	}
+	if o.otlpEndpoint != "" {
+		topts.SpanExporter = nil
+		topts.Getenv = func(k string) string {
+			if k == "OTEL_EXPORTER_OTLP_ENDPOINT" {
+				return o.otlpEndpoint
+			}
+			return ""
+		}
+	}
+	tel, err := telemetry.Setup(context.Background(), topts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +135,11 @@ func newHarnessWith(t testing.TB, o harnessOptions, cfgYAML string, channels ...
 	tel.TracerProvider.RegisterSpanProcessor(h.ended)
 	h.transport = dispatch.NewTransport()
 	h.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	h.engine = dispatch.New(dispatch.Options{Clock: h.clock, Telemetry: tel, Jitter: func() float64 { return 0 },
+	var gwClock clockwork.Clock = h.clock
+	if o.gatewayClock != nil {
+		gwClock = o.gatewayClock
+	}
+	h.engine = dispatch.New(dispatch.Options{Clock: gwClock, Telemetry: tel, Jitter: func() float64 { return 0 },
 		Transport: h.transport, MaxFrame: o.maxFrame})
 	srv := api.New(cfg, h.engine, tel, slog.New(slog.DiscardHandler))
 	h.gw = httptest.NewServer(srv.Handler())

@@ -47,44 +47,86 @@ type upstreamReply struct {
 	body   []byte
 }
 
-// hop sends the request once to one channel and handles the answer up to
-// the end of the response (streamed or buffered).
-func (c *call) hop(m *config.Model, entry config.Entry, try int) (res hopResult) {
+// hopSpan is the CLIENT span of one upstream attempt (a hop or a resume
+// continuation) and what its end records.
+type hopSpan struct {
+	span  trace.Span
+	ctx   context.Context // the span's context: the upstream request's
+	ch    *config.Channel
+	model string // the public model whose chain is walked
+	start time.Time
+	// status is the upstream response's status once headers arrived (0:
+	// none), recorded at the end unless the result carries its own.
+	status int
+}
+
+// startHop counts one attempt on entry's channel and starts its CLIENT span
+// under parent, with every attribute known before the request is sent in
+// one slice: the SDK copies attributes into the span at each call, so one
+// call at start and one at end cost two copies instead of one per call.
+func (c *call) startHop(parent context.Context, m *config.Model, entry config.Entry, extra ...attribute.KeyValue) hopSpan {
 	ch := entry.Channel
 	index := c.attempts
 	c.attempts++
 	c.hopChannel = ch.ID
-	start := c.e.clock.Now()
+	op := operationName(c.req.Operation)
+	u := c.e.urlAttrs(ch.BaseURL, c.req.Path)
+	attrs := make([]attribute.KeyValue, 0, 6+len(extra)+len(u))
+	attrs = append(attrs,
+		attribute.String(telemetry.AttrGenAIOperation, op),
+		attribute.String(telemetry.AttrGenAIProvider, ch.Provider),
+		attribute.String(telemetry.AttrGenAIRequestModel, entry.UpstreamModel),
+		attribute.String(telemetry.AttrChannel, ch.ID),
+		attribute.String(telemetry.AttrChannelRegion, ch.Region),
+		attribute.Int(telemetry.AttrHopIndex, index),
+	)
+	attrs = append(append(attrs, extra...), u...)
+	hctx, span := c.e.tel.Tracer.Start(parent, op+" "+entry.UpstreamModel,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return hopSpan{span: span, ctx: hctx, ch: ch, model: m.Name, start: c.e.clock.Now()}
+}
 
+// end records the hop's outcome and response status on its span, ends it,
+// counts the hop, and returns the outcome.
+func (h *hopSpan) end(c *call, res hopResult) string {
+	outcome := hopOutcome(res)
+	status := res.status
+	if status == 0 {
+		status = h.status
+	}
+	if status > 0 {
+		h.span.SetAttributes(attribute.String(telemetry.AttrHopOutcome, outcome), attribute.Int(attrHTTPStatus, status))
+	} else {
+		h.span.SetAttributes(attribute.String(telemetry.AttrHopOutcome, outcome))
+	}
+	if res.class == classify.Retryable {
+		h.span.SetStatus(codes.Error, res.label)
+	}
+	h.span.End()
+	c.e.tel.Metrics.Hop(h.ctx, h.ch.ID, h.ch.Region, h.model, c.req.Operation, outcome, c.e.clock.Since(h.start))
+	return outcome
+}
+
+// attrHTTPStatus is the semconv key of the upstream response status.
+const attrHTTPStatus = "http.response.status_code"
+
+// hop sends the request once to one channel and handles the answer up to
+// the end of the response (streamed or buffered).
+func (c *call) hop(m *config.Model, entry config.Entry, try int) (res hopResult) {
+	ch := entry.Channel
 	hopCtx, cancelHop := context.WithCancelCause(c.ctx)
 	defer cancelHop(nil)
 
-	op := operationName(c.req.Operation)
-	hctx, span := c.e.tel.Tracer.Start(hopCtx, op+" "+entry.UpstreamModel,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			attribute.String(telemetry.AttrGenAIOperation, op),
-			attribute.String(telemetry.AttrGenAIProvider, ch.Provider),
-			attribute.String(telemetry.AttrGenAIRequestModel, entry.UpstreamModel),
-			attribute.String(telemetry.AttrChannel, ch.ID),
-			attribute.String(telemetry.AttrChannelRegion, ch.Region),
-			attribute.Int(telemetry.AttrHopIndex, index),
-			attribute.String("http.request.method", http.MethodPost),
-		))
+	method := attribute.String("http.request.method", http.MethodPost)
+	var hs hopSpan
 	if try > 0 {
-		span.SetAttributes(attribute.Int(telemetry.AttrHopRetry, try))
+		hs = c.startHop(hopCtx, m, entry, method, attribute.Int(telemetry.AttrHopRetry, try))
+	} else {
+		hs = c.startHop(hopCtx, m, entry, method)
 	}
+	hctx, span := hs.ctx, hs.span
 	defer func() {
-		outcome := hopOutcome(res)
-		span.SetAttributes(attribute.String(telemetry.AttrHopOutcome, outcome))
-		if res.status > 0 {
-			span.SetAttributes(attribute.Int("http.response.status_code", res.status))
-		}
-		if res.class == classify.Retryable {
-			span.SetStatus(codes.Error, res.label)
-		}
-		span.End()
-		c.e.tel.Metrics.Hop(hctx, ch.ID, ch.Region, m.Name, c.req.Operation, outcome, c.e.clock.Since(start))
+		outcome := hs.end(c, res)
 		// A hop cut by the chain deadline stays in the path ("a:deadline"):
 		// on-call must see which channel was in flight when time ran out.
 		if res.class != classify.Canceled && !res.stepRecorded {
@@ -100,7 +142,7 @@ func (c *call) hop(m *config.Model, entry config.Entry, try int) (res hopResult)
 		}
 	}()
 
-	resp, fail, ok := c.send(hopCtx, hctx, span, cancelHop, m, entry, reqbody.Options{
+	resp, fail, ok := c.send(hopCtx, &hs, cancelHop, m, entry, reqbody.Options{
 		Model:        entry.UpstreamModel,
 		IncludeUsage: c.req.Stream && c.req.Events == ChatEvents && !c.req.Fields.IncludeUsage,
 	})
@@ -132,9 +174,10 @@ func (c *call) hop(m *config.Model, entry config.Entry, try int) (res hopResult)
 // opts rewritten, the channel credential, traceparent) and waits for response
 // headers under the L4 header timeout. ok is false when no response came;
 // fail then says why.
-func (c *call) send(hopCtx, hctx context.Context, span trace.Span, cancelHop context.CancelCauseFunc,
+func (c *call) send(hopCtx context.Context, hs *hopSpan, cancelHop context.CancelCauseFunc,
 	m *config.Model, entry config.Entry, opts reqbody.Options) (resp *http.Response, fail hopResult, ok bool) {
 	ch := entry.Channel
+	hctx, span := hs.ctx, hs.span
 	pol := m.Policy
 	// Build the upstream request: the client body with only model rewritten.
 	// One buffer per hop, not pooled: the transport may still be reading
@@ -159,23 +202,27 @@ func (c *call) send(hopCtx, hctx context.Context, span trace.Span, cancelHop con
 		span.RecordError(err)
 		return nil, hopResult{class: classify.Retryable, label: "request_error"}, false
 	}
-	setURLAttrs(span, req.URL)
 	ct := c.req.ContentType
 	if ct == "" {
 		ct = "application/json"
 	}
-	req.Header.Set("Content-Type", ct)
+	accept := "application/json"
 	switch {
 	case c.req.Stream:
-		req.Header.Set("Accept", "text/event-stream")
+		accept = "text/event-stream"
 	case c.req.Binary:
-		req.Header.Set("Accept", "*/*") // audio in the requested format, or a JSON error
-	default:
-		req.Header.Set("Accept", "application/json")
+		accept = "*/*" // audio in the requested format, or a JSON error
 	}
-	req.Header.Set("User-Agent", c.e.userAgent)
+	// One backing array for the header values instead of one per Set; each
+	// value is capped at length 1, so an append elsewhere copies it.
+	vals := [...]string{ct, accept, c.e.userAgent, ""}
+	hv := vals[:]
+	req.Header["Content-Type"] = hv[0:1:1]
+	req.Header["Accept"] = hv[1:2:2]
+	req.Header["User-Agent"] = hv[2:3:3]
 	if ch.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+ch.APIKey)
+		hv[3] = "Bearer " + ch.APIKey
+		req.Header["Authorization"] = hv[3:4:4]
 	}
 	c.e.tel.Propagator.Inject(hctx, propagation.HeaderCarrier(req.Header))
 
@@ -183,7 +230,7 @@ func (c *call) send(hopCtx, hctx context.Context, span trace.Span, cancelHop con
 	// only; it never bounds the body (a long stream is not a hung upstream).
 	_, await := c.e.tel.Tracer.Start(hctx, telemetry.SpanAwaitHeaders, trace.WithSpanKind(trace.SpanKindInternal))
 	ht := c.e.clock.AfterFunc(pol.HeaderTimeout, func() { cancelHop(errHeaderTimeout) })
-	resp, err = c.e.client.Do(req)
+	resp, err = c.roundTrip(req)
 	if !ht.Stop() && err == nil {
 		// The timer fired as the headers arrived: the hop context is
 		// already cancelled, so the body is unreadable. It timed out.
@@ -204,8 +251,35 @@ func (c *call) send(hopCtx, hctx context.Context, span trace.Span, cancelHop con
 		return nil, res, false
 	}
 	await.End()
-	span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	hs.status = resp.StatusCode
 	return resp, hopResult{}, true
+}
+
+// roundTrip sends req on the engine's transport; errors read as
+// http.Client's do (`Post "URL": cause`), which traces and logs show.
+func (c *call) roundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.e.transport.RoundTrip(req)
+	switch {
+	case err != nil:
+		if resp != nil && resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+		return nil, &url.Error{Op: "Post", URL: redactedURL(req.URL), Err: err}
+	case resp == nil:
+		return nil, &url.Error{Op: "Post", URL: redactedURL(req.URL), Err: errNilResponse}
+	}
+	return resp, nil
+}
+
+var errNilResponse = errors.New("http: RoundTripper returned a nil *Response with a nil error")
+
+// redactedURL is u with its password, if any, replaced by "***" (as
+// http.Client reports URLs in errors).
+func redactedURL(u *url.URL) string {
+	if _, has := u.User.Password(); has {
+		return strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
+	}
+	return u.String()
 }
 
 // transportFailure classifies an error before response headers.
@@ -243,7 +317,7 @@ func netLabel(err error) string {
 
 // upstreamError handles a non-2xx upstream answer.
 func (c *call) upstreamError(hopCtx context.Context, span trace.Span, resp *http.Response, class classify.Class) hopResult {
-	body, err := readBounded(resp.Body, DefaultMaxErrorBody)
+	body, err := readBounded(resp.Body, DefaultMaxErrorBody, resp.ContentLength)
 	res := hopResult{class: class, status: resp.StatusCode, label: strconv.Itoa(resp.StatusCode)}
 	if err != nil && class == classify.Final {
 		// A final answer we could not read completely is not an answer.
@@ -309,17 +383,45 @@ func (c *call) writeFinal(res hopResult) bool {
 	return true
 }
 
-// readBounded reads at most limit bytes; more is an error.
-func readBounded(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return b, err
+// readBounded reads at most limit bytes; more is an error. size is the
+// body's declared length (Content-Length, -1 if unknown): a body that says
+// its length is read into one buffer of that size, not grown from 512 bytes
+// by copying (io.ReadAll), up to maxPresize.
+func readBounded(r io.Reader, limit, size int64) ([]byte, error) {
+	n := int64(512)
+	if size >= 0 {
+		// +1: room for the read that reports EOF without growing.
+		n = min(size, limit, maxPresize) + 1
 	}
-	if int64(len(b)) > limit {
-		return b[:limit], errBodyTooLarge
+	b := make([]byte, 0, n)
+	for {
+		if int64(len(b)) > limit {
+			return b[:limit], errBodyTooLarge
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		end := int64(cap(b))
+		if end > limit+1 {
+			end = limit + 1
+		}
+		k, err := r.Read(b[len(b):end])
+		b = b[:len(b)+k]
+		if err == io.EOF {
+			if int64(len(b)) > limit {
+				return b[:limit], errBodyTooLarge
+			}
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
 	}
-	return b, nil
 }
+
+// maxPresize bounds the buffer allocated up front from a declared length:
+// a lying Content-Length costs at most this much before bytes arrive.
+const maxPresize = 4 << 20
 
 var errBodyTooLarge = errors.New("upstream body exceeds the limit")
 
@@ -382,21 +484,45 @@ func operationName(op string) string {
 	return telemetry.OperationChat
 }
 
-func setURLAttrs(span trace.Span, u *url.URL) {
-	port := u.Port()
-	if port == "" {
-		port = "443"
-		if u.Scheme == "http" {
-			port = "80"
+// urlAttrs returns the server.address, server.port and url.full attributes
+// of the upstream URL base+path (none if it does not parse: the request
+// then fails before it is sent). They are cached: the URLs come from the
+// config, and parsing one per hop allocates.
+func (e *Engine) urlAttrs(base, path string) []attribute.KeyValue {
+	k := urlKey{base, path}
+	if v, ok := e.urls.Load(k); ok {
+		return v.([]attribute.KeyValue)
+	}
+	var attrs []attribute.KeyValue
+	if u, err := url.Parse(base + path); err == nil {
+		port := u.Port()
+		if port == "" {
+			port = "443"
+			if u.Scheme == "http" {
+				port = "80"
+			}
+		}
+		p, _ := strconv.Atoi(port)
+		attrs = []attribute.KeyValue{
+			attribute.String("server.address", u.Hostname()),
+			attribute.Int("server.port", p),
+			attribute.String("url.full", u.Scheme+"://"+u.Host+u.Path),
 		}
 	}
-	p, _ := strconv.Atoi(port)
-	span.SetAttributes(
-		attribute.String("server.address", u.Hostname()),
-		attribute.Int("server.port", p),
-		attribute.String("url.full", u.Scheme+"://"+u.Host+u.Path),
-	)
+	// Bounded like the metric label cache: a config reload may bring new
+	// base URLs, but not without limit.
+	if e.nurls.Load() < maxCachedURLs {
+		if _, loaded := e.urls.LoadOrStore(k, attrs); !loaded {
+			e.nurls.Add(1)
+		}
+	}
+	return attrs
 }
+
+// urlKey is an upstream URL as the config gives it.
+type urlKey struct{ base, path string }
+
+const maxCachedURLs = 1024
 
 // mediaType is the lower-cased media type without parameters.
 func mediaType(ct string) string {

@@ -12,13 +12,13 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/gate"
 	"github.com/hopgate/hopgate/dispatch/reqbody"
+	"github.com/hopgate/hopgate/dispatch/sse"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -82,35 +82,15 @@ func (c *call) resume(ctx context.Context, m *config.Model, failed config.Entry,
 // continueHop runs one continuation attempt. rejected reports an upstream
 // 4xx to the continuation request (the channel refused the prefill).
 func (c *call) continueHop(m *config.Model, entry config.Entry, st *streamState, mode string) (res hopResult, rejected bool) {
-	ch := entry.Channel
-	index := c.attempts
-	c.attempts++
-	c.hopChannel = ch.ID
-	start := c.e.clock.Now()
 	hopCtx, cancelHop := context.WithCancelCause(c.clientCtx)
 	defer cancelHop(nil)
-	op := operationName(c.req.Operation)
-	hctx, span := c.e.tel.Tracer.Start(trace.ContextWithSpan(hopCtx, c.span), op+" "+entry.UpstreamModel,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			attribute.String(telemetry.AttrGenAIOperation, op),
-			attribute.String(telemetry.AttrGenAIProvider, ch.Provider),
-			attribute.String(telemetry.AttrGenAIRequestModel, entry.UpstreamModel),
-			attribute.String(telemetry.AttrChannel, ch.ID),
-			attribute.String(telemetry.AttrChannelRegion, ch.Region),
-			attribute.Int(telemetry.AttrHopIndex, index),
-			attribute.String(telemetry.AttrContinuationMode, mode),
-			attribute.Int(telemetry.AttrResumeDelivered, len(st.delivered)),
-		))
+	hs := c.startHop(trace.ContextWithSpan(hopCtx, c.span), m, entry,
+		attribute.String(telemetry.AttrContinuationMode, mode),
+		attribute.Int(telemetry.AttrResumeDelivered, len(st.delivered)))
+	hctx, span := hs.ctx, hs.span
 	defer func() {
-		outcome := hopOutcome(res)
-		span.SetAttributes(attribute.String(telemetry.AttrHopOutcome, outcome))
-		if res.class == classify.Retryable {
-			span.SetStatus(codes.Error, res.label)
-		}
-		span.End()
-		c.e.tel.Metrics.Hop(hctx, ch.ID, ch.Region, m.Name, c.req.Operation, outcome, c.e.clock.Since(start))
-		c.steps = append(c.steps, telemetry.Step{Channel: ch.ID, Result: mode + "_" + res.label})
+		hs.end(c, res)
+		c.steps = append(c.steps, telemetry.Step{Channel: entry.Channel.ID, Result: mode + "_" + res.label})
 	}()
 
 	opts := reqbody.Options{Model: entry.UpstreamModel, IncludeUsage: !c.req.Fields.IncludeUsage}
@@ -118,7 +98,7 @@ func (c *call) continueHop(m *config.Model, entry config.Entry, st *streamState,
 		prefix := string(st.delivered)
 		opts.AssistantPrefix = &prefix
 	}
-	resp, fail, ok := c.send(hopCtx, hctx, span, cancelHop, m, entry, opts)
+	resp, fail, ok := c.send(hopCtx, &hs, cancelHop, m, entry, opts)
 	if !ok {
 		return fail, false
 	}
@@ -135,19 +115,9 @@ func (c *call) continueHop(m *config.Model, entry config.Entry, st *streamState,
 		return hopResult{class: classify.Retryable, status: resp.StatusCode, label: "not_a_stream"}, true
 	}
 
-	items := make(chan frameItem, 1)
-	stop := make(chan struct{})
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		c.frameReader(resp.Body, items, stop)
-	}()
-	defer func() {
-		close(stop)
-		cancelHop(nil)
-		_ = resp.Body.Close()
-		<-readerDone
-	}()
+	feed := c.startFrames(sse.NewReader(resp.Body, c.e.maxFrame), c.inspector(), true, false)
+	defer feed.close(cancelHop, resp.Body)
+	items := feed.items
 
 	var idle clockwork.Timer
 	var idleC <-chan time.Time

@@ -32,11 +32,39 @@ type frameItem struct {
 	err  error
 }
 
-// frameReader reads and classifies frames in its own goroutine, so a loop
-// can wait on frames and timers at once. It stops when the body is closed
-// (the hop's context ends) or stop is closed.
-func (c *call) frameReader(body io.Reader, out chan<- frameItem, stop <-chan struct{}) {
-	c.readFrames(sse.NewReader(body, c.e.maxFrame), c.inspector(), true, out, nil, stop)
+// frameFeed is a goroutine reading and classifying the frames of one
+// upstream body (readFrames), so a loop can wait on frames and timers at
+// once.
+type frameFeed struct {
+	items chan frameItem
+	// next is nil unless the reader waits after each frame for the loop's
+	// answer (true: read on, false: stop so the loop takes rd over).
+	next chan bool
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startFrames starts the reader goroutine on rd. handoff: it waits after
+// each frame for an answer on next.
+func (c *call) startFrames(rd *sse.Reader, inspect func(sse.Frame) gate.Info, keepText, handoff bool) *frameFeed {
+	f := &frameFeed{items: make(chan frameItem, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if handoff {
+		f.next = make(chan bool, 1)
+	}
+	go func() {
+		defer close(f.done)
+		c.readFrames(rd, inspect, keepText, f.items, f.next, f.stop)
+	}()
+	return f
+}
+
+// close stops the reader and waits for it: a reader blocked on a send sees
+// stop, one blocked in a read sees the hop cancelled and the body closed.
+func (f *frameFeed) close(cancelHop context.CancelCauseFunc, body io.Closer) {
+	close(f.stop)
+	cancelHop(nil)
+	_ = body.Close()
+	<-f.done
 }
 
 // inspector is the frame classifier of the request's event format.
@@ -117,20 +145,9 @@ func (c *call) stream(hopCtx, hctx context.Context, span trace.Span, cancelHop c
 	st := &streamState{keepText: pol.MidStream == config.MidStreamResume}
 	rd := sse.NewReader(resp.Body, c.e.maxFrame)
 	inspect := c.inspector()
-	items := make(chan frameItem, 1)
-	next := make(chan bool, 1)
-	stop := make(chan struct{})
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		c.readFrames(rd, inspect, st.keepText, items, next, stop)
-	}()
-	defer func() {
-		close(stop)
-		cancelHop(nil)
-		_ = resp.Body.Close()
-		<-readerDone
-	}()
+	feed := c.startFrames(rd, inspect, st.keepText, true)
+	defer feed.close(cancelHop, resp.Body)
+	items, next := feed.items, feed.next
 
 	// L3: hold frames until one is decisive.
 	gateStart := c.e.clock.Now()
@@ -251,7 +268,7 @@ gateLoop:
 		// frame comes first.
 		it := <-items
 		next <- false
-		<-readerDone
+		<-feed.done
 		if idle != nil && it.err == nil {
 			idle.Reset(pol.StreamIdleTimeout)
 		}
@@ -260,7 +277,7 @@ gateLoop:
 		}
 	} else {
 		next <- false
-		<-readerDone
+		<-feed.done
 	}
 	// The reader goroutine has exited: rd is ours.
 	for {
@@ -489,7 +506,7 @@ func (c *call) buffered(hopCtx context.Context, span trace.Span, cancelHop conte
 	if d := m.Policy.StreamIdleTimeout; d > 0 {
 		body = &idleReader{r: resp.Body, clock: c.e.clock, d: d, cancel: cancelHop}
 	}
-	b, err := readBounded(body, c.e.maxBody)
+	b, err := readBounded(body, c.e.maxBody, resp.ContentLength)
 	if ir, ok := body.(*idleReader); ok {
 		ir.stop()
 	}
@@ -522,11 +539,14 @@ func (c *call) buffered(hopCtx context.Context, span trace.Span, cancelHop conte
 		return c.lostCommit(hopCtx)
 	}
 	h := c.w.Header()
+	vals := make([]string, 2) // one allocation for both values
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		h.Set("Content-Type", ct)
+		vals[0] = ct
+		h["Content-Type"] = vals[0:1:1]
 	}
 	c.setHeadersCommitted(h, "ok")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	vals[1] = strconv.Itoa(len(b))
+	h["Content-Length"] = vals[1:2:2]
 	c.w.WriteHeader(resp.StatusCode)
 	_, _ = c.w.Write(b)
 	c.status = resp.StatusCode
@@ -546,14 +566,19 @@ func (c *call) setOutcomeOK() {
 // recordUsage puts token usage and cost on the hop span and metrics. Only
 // the hop that served the answer reports usage.
 func (c *call) recordUsage(ctx context.Context, span trace.Span, m *config.Model, entry config.Entry, u gate.Usage, respModel string) {
+	var attrs [3]attribute.KeyValue // one SetAttributes call: one copy
+	n := 0
 	if respModel != "" {
-		span.SetAttributes(attribute.String(telemetry.AttrGenAIResponseMdl, respModel))
+		attrs[n] = attribute.String(telemetry.AttrGenAIResponseMdl, respModel)
+		n++
 	}
 	if u.Present {
-		span.SetAttributes(
-			attribute.Int64(telemetry.AttrGenAIInputTokens, u.InputTokens),
-			attribute.Int64(telemetry.AttrGenAIOutputTokens, u.OutputTokens),
-		)
+		attrs[n] = attribute.Int64(telemetry.AttrGenAIInputTokens, u.InputTokens)
+		attrs[n+1] = attribute.Int64(telemetry.AttrGenAIOutputTokens, u.OutputTokens)
+		n += 2
+	}
+	span.SetAttributes(attrs[:n]...)
+	if u.Present {
 		cost := (float64(u.InputTokens)*entry.Price.Input + float64(u.OutputTokens)*entry.Price.Output) / 1e6
 		if cost > 0 {
 			c.e.tel.Metrics.Cost(ctx, entry.Channel.ID, m.Name, cost)

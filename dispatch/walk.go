@@ -67,6 +67,11 @@ type call struct {
 	status      int
 	span        trace.Span // the dispatch span
 	hopChannel  string     // channel of the hop in progress
+
+	// Backing arrays of steps and statuses: most requests take a step or
+	// two, and the call is allocated anyway.
+	stepsBuf    [4]telemetry.Step
+	statusesBuf [4]int
 }
 
 // Serve walks the chain for req and writes exactly one response to w.
@@ -78,22 +83,26 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Res
 		req:       req,
 		clientCtx: r.Context(),
 		start:     e.clock.Now(),
-		steps:     make([]telemetry.Step, 0, 4),
-		statuses:  make([]int, 0, 4),
 	}
+	c.steps, c.statuses = c.stepsBuf[:0], c.statusesBuf[:0]
 	root := trace.SpanFromContext(r.Context())
 	c.requestID = RequestID(r.Context())
 
-	ctx, span := e.tel.Tracer.Start(r.Context(), telemetry.SpanDispatch+" "+req.Model.Name,
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(
-			attribute.String(telemetry.AttrModel, req.Model.Name),
-			attribute.String(telemetry.AttrChain, chainString(req.Model)),
-		))
-	c.span = span
-	if req.Tenant != "" {
-		span.SetAttributes(attribute.String(telemetry.AttrTenant, req.Tenant))
+	// Attributes go in at start and once at the end: the SDK copies them
+	// into the span at every call.
+	startAttrs := [3]attribute.KeyValue{
+		attribute.String(telemetry.AttrModel, req.Model.Name),
+		attribute.String(telemetry.AttrChain, e.cached(chainKey{req.Model}, func() string { return chainString(req.Model) })),
+		attribute.String(telemetry.AttrTenant, req.Tenant),
 	}
+	nStart := 2
+	if req.Tenant != "" {
+		nStart = 3
+	}
+	ctx, span := e.tel.Tracer.Start(r.Context(), e.cached(dispatchNameKey{req.Model}, func() string { return telemetry.SpanDispatch + " " + req.Model.Name }),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(startAttrs[:nStart]...))
+	c.span = span
 
 	// The chain deadline ends the request with the degraded reply unless an
 	// answer was committed first; a committed stream is never cut by it.
@@ -113,14 +122,17 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Res
 	c.run()
 
 	path := telemetry.FormatPath(c.steps)
-	span.SetAttributes(
+	endAttrs := [4]attribute.KeyValue{
 		attribute.Int(telemetry.AttrHops, c.attempts),
 		attribute.String(telemetry.AttrOutcome, c.outcome),
 		attribute.String(telemetry.AttrFailoverPath, path),
-	)
-	if c.served != nil {
-		span.SetAttributes(attribute.String(telemetry.AttrServedModel, c.served.Name))
 	}
+	nEnd := 3
+	if c.served != nil {
+		endAttrs[3] = attribute.String(telemetry.AttrServedModel, c.served.Name)
+		nEnd = 4
+	}
+	span.SetAttributes(endAttrs[:nEnd]...)
 	if c.outcome != OutcomeOK && c.outcome != OutcomeFailoverOK {
 		span.SetStatus(codes.Error, c.outcome)
 	}
@@ -416,6 +428,33 @@ func retryAfterHint(d time.Duration) time.Duration {
 	return d
 }
 
+// Keys of Engine.cached strings, one type per kind, each the size of a
+// pointer: a larger key would allocate when boxed for the sync.Map.
+type (
+	chainKey        struct{ m *config.Model }
+	dispatchNameKey struct{ m *config.Model }
+)
+
+// maxCachedNames bounds Engine.names: keys come from the config, and each
+// reload brings new *config.Model keys.
+const maxCachedNames = 4096
+
+// cached returns the string of key k, built by build on a miss: span names
+// and the chain attribute repeat for every request, and building them
+// allocates.
+func (e *Engine) cached(k any, build func() string) string {
+	if v, ok := e.names.Load(k); ok {
+		return v.(string)
+	}
+	v := build()
+	if e.nnames.Load() < maxCachedNames {
+		if _, loaded := e.names.LoadOrStore(k, v); !loaded {
+			e.nnames.Add(1)
+		}
+	}
+	return v
+}
+
 func chainString(m *config.Model) string {
 	var b strings.Builder
 	for i, e := range m.Chain {
@@ -430,18 +469,24 @@ func chainString(m *config.Model) string {
 // setHeaders sets hopgate's response headers; called once, right before the
 // status line is written.
 func (c *call) setHeaders(h http.Header) {
-	h.Set("X-Request-Id", c.requestID)
-	if tp := Traceparent(c.clientCtx); tp != "" {
-		h.Set("Traceparent", tp)
-	}
 	model := c.req.Model.Name
 	if c.served != nil {
 		model = c.served.Name
 	}
-	h.Set("X-Hopgate-Model", model)
-	h.Set("X-Hopgate-Attempts", strconv.Itoa(c.attempts))
+	// One backing array for the values instead of one per Set; each value
+	// is capped at length 1, so an append elsewhere copies it.
+	vals := make([]string, 5)
+	vals[0], vals[1], vals[2] = c.requestID, model, strconv.Itoa(c.attempts)
+	h["X-Request-Id"] = vals[0:1:1]
+	h["X-Hopgate-Model"] = vals[1:2:2]
+	h["X-Hopgate-Attempts"] = vals[2:3:3]
+	if tp := Traceparent(c.clientCtx); tp != "" {
+		vals[3] = tp
+		h["Traceparent"] = vals[3:4:4]
+	}
 	if c.req.Config.Telemetry.Path {
-		h.Set("X-Hopgate-Path", telemetry.FormatPath(c.steps))
+		vals[4] = telemetry.FormatPath(c.steps)
+		h["X-Hopgate-Path"] = vals[4:5:5]
 	}
 }
 

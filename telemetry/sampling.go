@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"container/list"
 	"context"
 	"strings"
 	"sync"
@@ -59,7 +58,50 @@ type pendingTrace struct {
 	// exported, so the rest follows immediately to keep it whole.
 	passthrough bool
 	created     time.Time
-	elem        *list.Element // in failoverProcessor.age, oldest first
+	// id and the links of failoverProcessor.age (oldest first): intrusive,
+	// so tracking a trace's age allocates nothing.
+	id         trace.TraceID
+	prev, next *pendingTrace
+}
+
+// ageList orders pending traces by creation, oldest first.
+type ageList struct{ head, tail *pendingTrace }
+
+func (l *ageList) pushBack(t *pendingTrace) {
+	t.prev, t.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = t
+	} else {
+		l.head = t
+	}
+	l.tail = t
+}
+
+func (l *ageList) remove(t *pendingTrace) {
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else {
+		l.head = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	} else {
+		l.tail = t.prev
+	}
+	t.prev, t.next = nil, nil
+}
+
+// traces recycles pendingTrace values and their span slices: one trace per
+// request is created and dropped, and they are all the same shape.
+var tracePool = sync.Pool{New: func() any {
+	return &pendingTrace{spans: make([]sdktrace.ReadOnlySpan, 0, 8)}
+}}
+
+// recycle returns t to the pool; nothing may reference it any more.
+func recycle(t *pendingTrace) {
+	clear(t.spans) // drop the span references for the GC
+	*t = pendingTrace{spans: t.spans[:0]}
+	tracePool.Put(t)
 }
 
 // sampleCounters count the processor's decisions (hopgate_trace_decisions_total).
@@ -88,8 +130,8 @@ type failoverProcessor struct {
 
 	mu       sync.Mutex
 	traces   map[trace.TraceID]*pendingTrace
-	age      list.List // of trace.TraceID, insertion order
-	buffered int       // spans held across all traces
+	age      ageList
+	buffered int // spans held across all traces
 
 	decided     map[trace.TraceID]bool // trace id -> kept, for late spans
 	decidedRing []trace.TraceID        // eviction order of decided
@@ -134,16 +176,19 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	isRoot := !s.Parent().IsValid() || s.Parent().IsRemote()
 	isErr := s.Status().Code == codes.Error
 
-	var forward []sdktrace.ReadOnlySpan
+	var (
+		forward []sdktrace.ReadOnlySpan // spans of swept or overflowing traces (rare)
+		kept    *pendingTrace           // a kept root's buffered spans
+		self    bool                    // s goes on too
+	)
 	p.mu.Lock()
 	forward = p.sweepLocked(forward)
 	t := p.traces[id]
 	switch {
 	case isRoot:
-		var spans []sdktrace.ReadOnlySpan
 		anyErr, passthrough := isErr, false
 		if t != nil {
-			spans, anyErr, passthrough = t.spans, t.anyError || isErr, t.passthrough
+			anyErr, passthrough = t.anyError || isErr, t.passthrough
 			p.removeLocked(id, t)
 		}
 		keep := true
@@ -158,28 +203,33 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 			keep = false
 		}
 		p.rememberLocked(id, keep)
-		if keep {
-			forward = append(append(forward, spans...), s)
+		switch {
+		case keep:
+			kept, self = t, true
+		case t != nil:
+			recycle(t)
 		}
 	case t == nil && p.decided[id]:
-		forward = append(forward, s) // late span of a kept trace
+		self = true // late span of a kept trace
 	case t == nil && hasKey(p.decided, id):
 		// late span of a dropped trace
 	case t == nil && (len(p.traces) >= p.maxTraces || p.buffered >= p.maxSpansTotal):
 		p.counts.overflow.Add(1)
-		forward = append(forward, s)
+		self = true
 	case t == nil:
-		t = &pendingTrace{created: p.clock.Now(), spans: make([]sdktrace.ReadOnlySpan, 0, 8)}
-		t.elem = p.age.PushBack(id)
+		t = tracePool.Get().(*pendingTrace)
+		t.id, t.created = id, p.clock.Now()
+		p.age.pushBack(t)
 		p.traces[id] = t
 		fallthrough
 	default:
 		switch {
 		case t.passthrough:
-			forward = append(forward, s)
+			self = true
 		case len(t.spans) >= p.maxSpansPerTrace || p.buffered >= p.maxSpansTotal:
 			p.counts.overflow.Add(int64(len(t.spans) + 1))
-			forward = append(append(forward, t.spans...), s)
+			forward = append(forward, t.spans...)
+			self = true
 			p.buffered -= len(t.spans)
 			t.spans, t.passthrough = nil, true
 		default:
@@ -190,8 +240,19 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	p.mu.Unlock()
 
+	// Outside the lock, in the order the spans ended: what was swept or
+	// overflowed, the kept trace's buffered spans, then s.
 	for _, f := range forward {
 		p.next.OnEnd(f)
+	}
+	if kept != nil {
+		for _, f := range kept.spans {
+			p.next.OnEnd(f)
+		}
+		recycle(kept) // removed from traces and age under the lock: ours now
+	}
+	if self {
+		p.next.OnEnd(s)
 	}
 }
 
@@ -213,7 +274,7 @@ func (p *failoverProcessor) rememberLocked(id trace.TraceID, keep bool) {
 // removeLocked forgets trace id.
 func (p *failoverProcessor) removeLocked(id trace.TraceID, t *pendingTrace) {
 	p.buffered -= len(t.spans)
-	p.age.Remove(t.elem)
+	p.age.remove(t)
 	delete(p.traces, id)
 }
 
@@ -223,21 +284,20 @@ func (p *failoverProcessor) removeLocked(id trace.TraceID, t *pendingTrace) {
 // passthrough until it ages out once more, so late spans follow.
 func (p *failoverProcessor) sweepLocked(forward []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
 	now := p.clock.Now()
-	for e := p.age.Front(); e != nil; e = p.age.Front() {
-		id := e.Value.(trace.TraceID)
-		t := p.traces[id]
+	for t := p.age.head; t != nil; t = p.age.head {
 		if now.Sub(t.created) < p.maxAge {
 			break
 		}
 		if t.passthrough {
-			p.removeLocked(id, t)
+			p.removeLocked(t.id, t)
 			continue
 		}
 		p.counts.stale.Add(1)
 		forward = append(forward, t.spans...)
 		p.buffered -= len(t.spans)
 		t.spans, t.passthrough, t.created = nil, true, now
-		p.age.MoveToBack(e)
+		p.age.remove(t)
+		p.age.pushBack(t)
 	}
 	return forward
 }
