@@ -107,9 +107,15 @@ func (c *call) continueHop(m *config.Model, entry config.Entry, st *streamState,
 		// The status keeps its class: a 400 to a continuation request (a
 		// channel that refuses prefill) is not a channel failure and must
 		// not count against its breaker; a 429 or 5xx is and does.
+		// Only a final status means "this request shape is refused" and is
+		// worth a replay on the same channel; a 429, 401/403 or 408 is the
+		// channel failing, and its Retry-After holds the channel out.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, DefaultMaxErrorBody))
-		return hopResult{class: cl, status: resp.StatusCode, label: strconv.Itoa(resp.StatusCode)},
-			resp.StatusCode >= 400 && resp.StatusCode < 500
+		res := hopResult{class: cl, status: resp.StatusCode, label: strconv.Itoa(resp.StatusCode)}
+		if classify.RetryAfterStatus(resp.StatusCode) {
+			res.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.e.clock.Now())
+		}
+		return res, cl == classify.Final
 	}
 	if mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
 		return hopResult{class: classify.Retryable, status: resp.StatusCode, label: "not_a_stream"}, true

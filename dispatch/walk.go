@@ -65,8 +65,9 @@ type call struct {
 	aborted     bool // a binary body cut after commit (Result.Aborted)
 	outcome     string
 	status      int
-	span        trace.Span // the dispatch span
-	hopChannel  string     // channel of the hop in progress
+	span        trace.Span    // the dispatch span
+	hopChannel  string        // channel of the hop in progress
+	retryAfter  time.Duration // soonest Retry-After of a failed hop
 
 	// Backing arrays of steps and statuses: most requests take a step or
 	// two, and the call is allocated anyway.
@@ -171,14 +172,18 @@ func (c *call) run() {
 	}
 	contextFallbackUsed := false
 	var last hopResult
+	var skips []skipped
+	tried := 0
 	for i := 0; i < len(models); i++ {
 		m := models[i]
 		c.served = m
-		res, done := c.walkChain(m)
+		res, done, sk, n := c.walkChain(m)
 		if done {
 			return
 		}
 		last = res
+		skips = append(skips, sk...)
+		tried += n
 		if res.class == classify.Final && res.contextLength && m.ContextFallback != "" && !contextFallbackUsed {
 			if fb := c.req.Config.Model(m.ContextFallback); fb != nil {
 				// The request does not fit this model: the model itself
@@ -192,58 +197,64 @@ func (c *call) run() {
 			break
 		}
 	}
-	c.finish(last)
-}
-
-// walkChain tries one model's chain. done reports that a response has been
-// written (success, final error passthrough, cancellation, or interruption).
-func (c *call) walkChain(m *config.Model) (last hopResult, done bool) {
-	type skipped struct {
-		entry  config.Entry
-		br     *breaker.Breaker
-		reopen time.Time
-	}
-	var skips []skipped
-	hopsTried := 0
-	last.class = classify.Retryable
-	for _, entry := range m.Chain {
-		if c.ctx.Err() != nil {
-			return c.ctxResult(), false
-		}
-		br := c.e.breakerFor(entry.Channel)
-		ticket, ok := br.Allow()
-		if !ok {
-			c.skip(m, entry, br, false)
-			skips = append(skips, skipped{entry, br, br.ReopenAt()})
-			continue
-		}
-		hopsTried++
-		res := c.tryChannel(m, entry, br, ticket)
-		if res.done {
-			return res, true
-		}
-		last = res
-		if res.class != classify.Retryable {
-			return res, false
-		}
-	}
-	if hopsTried == 0 && len(skips) > 0 {
-		// Every channel is open: a fully-open chain must not deadlock. Try
-		// the one whose cooldown ends first, and say so in the trace.
+	if tried == 0 && len(skips) > 0 && c.ctx.Err() == nil {
+		// Every channel of every chain (opt-in fallback models included)
+		// is open: a fully-open chain must not deadlock. Try the one whose
+		// cooldown ends first, and say so in the trace. Only as a last
+		// resort: while any fallback could answer, open channels get nothing.
 		best := skips[0]
 		for _, s := range skips[1:] {
 			if s.reopen.Before(best.reopen) {
 				best = s
 			}
 		}
-		c.skip(m, best.entry, best.br, true)
-		res := c.tryChannel(m, best.entry, best.br, best.br.ForceTrial())
+		c.served = best.model
+		c.skip(best.model, best.entry, best.br, true)
+		res := c.tryChannel(best.model, best.entry, best.br, best.br.ForceTrial())
 		if res.done {
-			return res, true
+			return
 		}
 		last = res
 	}
-	return last, false
+	c.finish(last)
+}
+
+// skipped is a chain entry whose breaker was open.
+type skipped struct {
+	model  *config.Model
+	entry  config.Entry
+	br     *breaker.Breaker
+	reopen time.Time
+}
+
+// walkChain tries one model's chain, skipping open channels. done reports
+// that a response has been written (success, final error passthrough,
+// cancellation, or interruption); skips and tried let run decide on a
+// forced trial once every chain has been walked.
+func (c *call) walkChain(m *config.Model) (last hopResult, done bool, skips []skipped, tried int) {
+	last.class = classify.Retryable
+	for _, entry := range m.Chain {
+		if c.ctx.Err() != nil {
+			return c.ctxResult(), false, skips, tried
+		}
+		br := c.e.breakerFor(entry.Channel)
+		ticket, ok := br.Allow()
+		if !ok {
+			c.skip(m, entry, br, false)
+			skips = append(skips, skipped{m, entry, br, br.ReopenAt()})
+			continue
+		}
+		tried++
+		res := c.tryChannel(m, entry, br, ticket)
+		if res.done {
+			return res, true, skips, tried
+		}
+		last = res
+		if res.class != classify.Retryable {
+			return res, false, skips, tried
+		}
+	}
+	return last, false, skips, tried
 }
 
 // skip records an L1 skip: nothing was sent to the channel.
@@ -320,13 +331,12 @@ func (c *call) recordBreaker(br *breaker.Breaker, t breaker.Ticket, res hopResul
 			br.Done(t, breaker.Excluded)
 			return
 		}
-		br.Done(t, breaker.Failure)
-		if res.retryAfter > 0 {
-			d := res.retryAfter
-			if d > 5*time.Minute {
-				d = 5 * time.Minute
-			}
-			br.RetryAfter(d)
+		// The provider said when to come back: honoured even below the
+		// failure threshold (capped at breaker.MaxRetryAfter), unless the
+		// result is stale.
+		br.DoneRetryAfter(t, breaker.Failure, res.retryAfter)
+		if res.retryAfter > 0 && (c.retryAfter == 0 || res.retryAfter < c.retryAfter) {
+			c.retryAfter = res.retryAfter
 		}
 	default: // final client errors and cancellations never count
 		br.Done(t, breaker.Excluded)
@@ -389,10 +399,14 @@ func (c *call) finish(last hopResult) {
 		}
 	default:
 		status := http.StatusBadGateway
+		e := apierror.AllChannelsFailed(status, telemetry.FormatPath(c.steps))
 		if s, ok := sharedStatus(c.statuses); ok {
-			status = s
+			e.Status = s
 		}
-		c.degraded("exhausted", apierror.AllChannelsFailed(status, telemetry.FormatPath(c.steps)))
+		// Pass on the soonest Retry-After a provider gave, so clients that
+		// honour it (OpenAI SDKs do) wait as long as the provider asked.
+		e.RetryAfter = min(c.retryAfter, breaker.MaxRetryAfter)
+		c.degraded("exhausted", e)
 	}
 }
 

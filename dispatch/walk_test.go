@@ -295,3 +295,49 @@ func TestHeaderTimeoutFailsOver(t *testing.T) {
 		t.Fatalf("a saw %d attempts: no same-channel retry after a header timeout", got)
 	}
 }
+
+// TestOpenChainWithFallbackSendsNothing: while an opt-in fallback model can
+// answer, an open channel gets no forced trial (the breaker sheds load), and
+// the answer names the model that served it.
+func TestOpenChainWithFallbackSendsNothing(t *testing.T) {
+	h := newHarness(t, `
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
+  - {id: b, base_url: "{{url:b}}", api_key_env: CHANNEL_KEY}
+models:
+  - name: m
+    fallback_models: [m2]
+    chain:
+      - {channel: a, upstream_model: "m|503", price: {input: 1, output: 1}}
+  - name: m2
+    chain:
+      - {channel: b, upstream_model: m2, price: {input: 1, output: 1}}
+`, "a", "b")
+	for i := 0; i < 3; i++ {
+		if r := h.post(chat(false)); r.status != 200 || r.header.Get("X-Hopgate-Model") != "m2" {
+			t.Fatalf("request %d: %d model %q", i, r.status, r.header.Get("X-Hopgate-Model"))
+		}
+	}
+	r := h.post(chat(false))
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:open → b:ok" || r.header.Get("X-Hopgate-Attempts") != "1" {
+		t.Fatalf("path %q attempts %s: an open channel must get nothing while a fallback answers", p, r.header.Get("X-Hopgate-Attempts"))
+	}
+	if r.header.Get("X-Hopgate-Model") != "m2" || !strings.Contains(r.body, `"model":"m2"`) {
+		t.Fatalf("served model not visible: %q %s", r.header.Get("X-Hopgate-Model"), r.body)
+	}
+	if got := h.attempts("a", "m|503"); got != 3 {
+		t.Fatalf("open channel saw %d attempts, want 3", got)
+	}
+}
+
+// TestExhaustionPassesRetryAfter: when every hop answered 429 with
+// Retry-After, the client gets the shared 429 with the soonest Retry-After,
+// so an SDK that honours it waits as long as the providers asked.
+func TestExhaustionPassesRetryAfter(t *testing.T) {
+	h := newHarness(t, twoChannels("m|429:ra=9", "m|429:ra=7", ""), "a", "b")
+	r := h.post(chat(false))
+	if r.status != 429 || r.header.Get("Retry-After") != "7" {
+		t.Fatalf("status %d Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+}

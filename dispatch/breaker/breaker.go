@@ -230,19 +230,41 @@ func (b *Breaker) RetryAfter(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	d = min(d, MaxRetryAfter)
 	b.mu.Lock()
 	now := b.clock.Now()
 	b.advance(now)
+	b.retryAfter(now, d)
+	b.unlockAndNotify()
+}
+
+// DoneRetryAfter is Done followed by RetryAfter, atomically and under the
+// same generation rule: the result of a request that started before the
+// last state change flips nothing, its Retry-After included (a slow 429
+// must not re-open a breaker that a successful trial just closed).
+func (b *Breaker) DoneRetryAfter(t Ticket, o Outcome, d time.Duration) {
+	b.mu.Lock()
+	now := b.clock.Now()
+	b.advance(now)
+	if t.gen == b.gen {
+		b.done(now, t, o)
+		if d > 0 {
+			b.retryAfter(now, d)
+		}
+	}
+	b.unlockAndNotify()
+}
+
+// retryAfter raises the cooldown floor; b.mu is held.
+func (b *Breaker) retryAfter(now time.Time, d time.Duration) {
+	d = min(d, MaxRetryAfter)
 	until := now.Add(d)
 	if b.state == Open {
 		if until.After(b.reopenAt) {
 			b.reopenAt = until
 		}
-	} else {
-		b.setState(Open, now, ReasonRetryAfter, until)
+		return
 	}
-	b.unlockAndNotify()
+	b.setState(Open, now, ReasonRetryAfter, until)
 }
 
 // State returns the current state, after the lazy open → half-open (and, in

@@ -527,7 +527,7 @@ func TestCredentialsFromEnv(t *testing.T) {
 func TestExtraKeys(t *testing.T) {
 	const y = `auth: {mode: none}
 max_body_bytes: 1024
-telemetry: {healthy_sample_ratio: 0.1, record_content: true, failover_log_size: 5, path_header: false}
+telemetry: {healthy_sample_ratio: 0.1, record_content: false, failover_log_size: 5, path_header: false}
 policy: {retries: 1}
 channels:
   - {id: a, base_url: "http://h/v1/", prefill: true, retries: 3}
@@ -546,7 +546,7 @@ models:
     chain: [{channel: b}]
 `
 	c := mustParse(t, y, env())
-	if c.MaxBodyBytes != 1024 || c.Telemetry != (Telemetry{0.1, true, 5, false}) {
+	if c.MaxBodyBytes != 1024 || c.Telemetry != (Telemetry{0.1, false, 5, false}) {
 		t.Errorf("top level = %d %+v", c.MaxBodyBytes, c.Telemetry)
 	}
 	a := c.Channel("a")
@@ -632,5 +632,15 @@ func TestLookupWithoutParse(t *testing.T) {
 	c := &Config{Channels: []*Channel{ch}, Models: []*Model{m}}
 	if c.Channel("a") != ch || c.Model("m") != m || c.Channel("b") != nil || c.Model("n") != nil {
 		t.Error("fallback scan broken")
+	}
+}
+
+// record_content: true is refused with its line until content recording
+// exists: a key that silently does nothing would mislead operators.
+func TestRecordContentRefused(t *testing.T) {
+	_, err := Parse([]byte("auth: {mode: none}\ntelemetry: {record_content: true}\nchannels:\n  - {id: a, base_url: \"http://h\"}\nmodels:\n  - {name: m, chain: [{channel: a}]}\n"), func(string) (string, bool) { return "", false })
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 || list[0].Line != 2 || !strings.Contains(list[0].Msg, "record_content") {
+		t.Fatalf("got %v", err)
 	}
 }

@@ -64,7 +64,7 @@
 // telemetry:
 //
 //	healthy_sample_ratio   number in [0,1]   default 1       share of healthy traces kept
-//	record_content         bool              default false   prompt/completion text on spans
+//	record_content         bool              default false   reserved: true is refused until prompt/completion recording exists
 //	failover_log_size      int ≥ 0           default 200     entries kept for /admin/failovers
 //	path_header            bool              default true    send X-Hopgate-Path
 //

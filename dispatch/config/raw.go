@@ -173,7 +173,15 @@ func (p *parser) telemetry(n *yaml.Node) rawTelemetry {
 				t.healthySampleRatio = val[float64]{}
 			}
 		},
-		"record_content":    func(_, v *yaml.Node) { t.recordContent = p.boolean(v, "record_content in telemetry") },
+		"record_content": func(_, v *yaml.Node) {
+			t.recordContent = p.boolean(v, "record_content in telemetry")
+			if t.recordContent.set && t.recordContent.v {
+				// Accepting the key and recording nothing would be a silent
+				// lie about what the traces hold; refuse it until it exists.
+				p.errorf(v, "record_content in telemetry: recording prompt and completion text is not implemented yet; remove the key or set it to false")
+				t.recordContent = val[bool]{}
+			}
+		},
 		"failover_log_size": func(_, v *yaml.Node) { t.failoverLogSize = p.count(v, "failover_log_size in telemetry", 0) },
 		"path_header":       func(_, v *yaml.Node) { t.pathHeader = p.boolean(v, "path_header in telemetry") },
 	})

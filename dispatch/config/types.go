@@ -72,7 +72,7 @@ type Admin struct {
 // Telemetry configures what hopgate records beyond the OTEL_* env vars.
 type Telemetry struct {
 	HealthySampleRatio float64 // share of healthy traces kept; default 1
-	RecordContent      bool    // prompt/completion text on spans; default false
+	RecordContent      bool    // reserved: config refuses true until content recording exists
 	FailoverLogSize    int     // entries kept for /admin/failovers; default 200
 	Path               bool    // send X-Hopgate-Path; default true
 }
