@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,7 +33,7 @@ type relGW struct {
 	urls  map[string]string // channel id -> base URL (…/v1)
 	spans *tracetest.InMemoryExporter
 	tel   *telemetry.Telemetry
-	logs  *lockedBuffer
+	logs  *syncBuffer
 }
 
 // relStart starts one fake provider per id in fakes and a gateway whose
@@ -42,7 +41,7 @@ type relGW struct {
 // (for hand-written upstreams) come in urls. env feeds api_key_env/token_env.
 func relStart(t *testing.T, yml string, o gateway.Options, env map[string]string, urls map[string]string, fakes ...string) *relGW {
 	t.Helper()
-	r := &relGW{t: t, ups: map[string]*upstream.Server{}, urls: map[string]string{}, logs: &lockedBuffer{}}
+	r := &relGW{t: t, ups: map[string]*upstream.Server{}, urls: map[string]string{}, logs: &syncBuffer{}}
 	for _, id := range fakes {
 		u := upstream.New(upstream.Options{Name: id})
 		srv := httptest.NewServer(u)
@@ -56,8 +55,8 @@ func relStart(t *testing.T, yml string, o gateway.Options, env map[string]string
 	for id, u := range r.urls {
 		yml = strings.ReplaceAll(yml, "{{url:"+id+"}}", u)
 	}
-	yml = strings.ReplaceAll(yml, "{{listen}}", relFreeAddr(t))
-	yml = strings.ReplaceAll(yml, "{{admin}}", relFreeAddr(t))
+	yml = strings.ReplaceAll(yml, "{{listen}}", loopbackAddr(t))
+	yml = strings.ReplaceAll(yml, "{{admin}}", loopbackAddr(t))
 	cfg, err := config.Parse([]byte(yml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yml)
@@ -116,33 +115,6 @@ func (r *relGW) post(body string, hdr map[string]string) (*http.Response, string
 		r.t.Fatalf("reading reply: %v", err)
 	}
 	return resp, string(b)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func relFreeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // relTwo: model m on a cheap channel a (upA) then b (healthy).
