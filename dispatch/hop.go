@@ -54,7 +54,9 @@ type hopSpan struct {
 	ctx   context.Context // the span's context: the upstream request's
 	ch    *config.Channel
 	model string // the public model whose chain is walked
-	start time.Time
+	// upstreamModel is gen_ai.request.model of the GenAI client metrics.
+	upstreamModel string
+	start         time.Time
 	// status is the upstream response's status once headers arrived (0:
 	// none), recorded at the end unless the result carries its own.
 	status int
@@ -83,7 +85,8 @@ func (c *call) startHop(parent context.Context, m *config.Model, entry config.En
 	attrs = append(append(attrs, extra...), u...)
 	hctx, span := c.e.tel.Tracer.Start(parent, op+" "+entry.UpstreamModel,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	return hopSpan{span: span, ctx: hctx, ch: ch, model: m.Name, start: c.e.clock.Now()}
+	c.hopStart = c.e.clock.Now()
+	return hopSpan{span: span, ctx: hctx, ch: ch, model: m.Name, upstreamModel: entry.UpstreamModel, start: c.hopStart}
 }
 
 // end records the hop's outcome and response status on its span, ends it,
@@ -103,7 +106,18 @@ func (h *hopSpan) end(c *call, res hopResult) string {
 		h.span.SetStatus(codes.Error, res.label)
 	}
 	h.span.End()
-	c.e.tel.Metrics.Hop(h.ctx, h.ch.ID, h.ch.Region, h.model, c.req.Operation, outcome, c.e.clock.Since(h.start))
+	d := c.e.clock.Since(h.start)
+	c.e.tel.Metrics.Hop(h.ctx, h.ch.ID, h.ch.Region, h.model, c.req.Operation, outcome, d)
+	if res.class == classify.Retryable || res.class == classify.Final {
+		// GenAI client metrics count every operation against a provider,
+		// failed ones with error.type (the serving hop records its own,
+		// with usage, in recordUsage).
+		errType := res.label
+		if errType == "" {
+			errType = "_OTHER"
+		}
+		c.e.tel.Metrics.GenAI(h.ctx, operationName(c.req.Operation), h.ch.Provider, h.upstreamModel, "", errType, d, 0, 0)
+	}
 	return outcome
 }
 

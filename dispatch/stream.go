@@ -585,7 +585,7 @@ func (c *call) recordUsage(ctx context.Context, span trace.Span, m *config.Model
 		}
 	}
 	c.e.tel.Metrics.GenAI(ctx, operationName(c.req.Operation), entry.Channel.Provider, entry.UpstreamModel, respModel, "",
-		c.e.clock.Since(c.start), u.InputTokens, u.OutputTokens)
+		c.e.clock.Since(c.hopStart), u.InputTokens, u.OutputTokens)
 }
 
 // idleReader cancels the hop when no byte arrives for d.

@@ -68,6 +68,7 @@ type call struct {
 	span        trace.Span    // the dispatch span
 	hopChannel  string        // channel of the hop in progress
 	retryAfter  time.Duration // soonest Retry-After of a failed hop
+	hopStart    time.Time     // start of the hop in progress (GenAI duration)
 
 	// Backing arrays of steps and statuses: most requests take a step or
 	// two, and the call is allocated anyway.

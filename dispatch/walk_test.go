@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/telemetry"
 )
 
 // TestPersistent503 is the acceptance story of L1+L2: the cheapest channel
@@ -339,5 +341,32 @@ func TestExhaustionPassesRetryAfter(t *testing.T) {
 	r := h.post(chat(false))
 	if r.status != 429 || r.header.Get("Retry-After") != "7" {
 		t.Fatalf("status %d Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+}
+
+// TestGenAIMetricsPerHop: the GenAI client metrics count every operation
+// against a provider — the failed hop with error.type, the serving hop
+// without — so GenAI error rates per provider are not zero during an incident.
+func TestGenAIMetricsPerHop(t *testing.T) {
+	h := newHarness(t, twoChannels("m|503", "m", ""), "a", "b")
+	if r := h.post(chat(false)); r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	rec := httptest.NewRecorder()
+	h.tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	var failed, served bool
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if !strings.HasPrefix(line, telemetry.PromGenAIDuration+"_count{") {
+			continue
+		}
+		switch {
+		case strings.Contains(line, `error_type="503"`) && strings.Contains(line, `gen_ai_request_model="m|503"`):
+			failed = true
+		case !strings.Contains(line, "error_type") && strings.Contains(line, `gen_ai_request_model="m"`):
+			served = true
+		}
+	}
+	if !failed || !served {
+		t.Fatalf("failed hop recorded %v, serving hop recorded %v:\n%s", failed, served, rec.Body.String())
 	}
 }
