@@ -81,15 +81,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "hopgate")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	up := upstream.New(upstream.Options{})
-	us := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); us.Close() })
-	addr, adminAddr := freeAddr(t), freeAddr(t)
-	cfgPath := filepath.Join(t.TempDir(), "hopgate.yaml")
+	bin, us, addr, adminAddr, cfgPath := binaryFixture(t)
 	cfg := fmt.Sprintf(`listen: %s
 admin_listen: %s
 auth: {mode: none}
@@ -145,6 +137,21 @@ models:
 	if !strings.Contains(logs.String(), `"msg":"drained; bye"`) {
 		t.Fatalf("logs:\n%s", logs.String())
 	}
+}
+
+// binaryFixture builds the real binary into a temp dir and starts a fake
+// provider; it returns the binary, the provider, two free loopback
+// addresses (listen, admin) and where to write the config.
+func binaryFixture(t *testing.T) (bin string, us *httptest.Server, addr, adminAddr, cfgPath string) {
+	t.Helper()
+	bin = filepath.Join(t.TempDir(), "hopgate")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	up := upstream.New(upstream.Options{})
+	us = httptest.NewServer(up)
+	t.Cleanup(func() { up.Close(); us.Close() })
+	return bin, us, freeAddr(t), freeAddr(t), filepath.Join(t.TempDir(), "hopgate.yaml")
 }
 
 func freeAddr(t *testing.T) string {

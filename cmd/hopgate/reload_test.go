@@ -4,18 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 )
 
 // syncLog is the child's stderr, readable while it runs.
@@ -44,15 +40,7 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "hopgate")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	up := upstream.New(upstream.Options{})
-	us := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); us.Close() })
-	addr, adminAddr := freeAddr(t), freeAddr(t)
-	cfgPath := filepath.Join(t.TempDir(), "hopgate.yaml")
+	bin, us, addr, adminAddr, cfgPath := binaryFixture(t)
 	write := func(models ...string) {
 		t.Helper()
 		var b strings.Builder

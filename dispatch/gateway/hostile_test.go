@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -55,36 +53,11 @@ func relStart(t *testing.T, yml string, o gateway.Options, env map[string]string
 	for id, u := range r.urls {
 		yml = strings.ReplaceAll(yml, "{{url:"+id+"}}", u)
 	}
-	yml = strings.ReplaceAll(yml, "{{listen}}", loopbackAddr(t))
-	yml = strings.ReplaceAll(yml, "{{admin}}", loopbackAddr(t))
-	cfg, err := config.Parse([]byte(yml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		t.Fatalf("config: %v\n%s", err, yml)
-	}
-	r.spans = tracetest.NewInMemoryExporter()
-	r.tel, err = telemetry.Setup(context.Background(), telemetry.Options{
-		Region: cfg.Region, HealthyRatio: 1, SpanExporter: r.spans, Getenv: func(string) string { return "" },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Telemetry = r.tel
+	cfg := parseLoopbackConfig(t, yml, env)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	if o.DrainTimeout == 0 {
-		o.DrainTimeout = 2 * time.Second
-	}
-	r.gw, err = gateway.Start(context.Background(), cfg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = r.gw.Shutdown(ctx)
-		_ = r.tel.Shutdown(ctx)
-	})
+	r.gw, r.tel, r.spans = startTestGateway(t, cfg, 1, o)
 	return r
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -69,35 +67,11 @@ func (w *rootWatch) has(id string) bool {
 func startLeakGW(t *testing.T, yml string, env map[string]string, healthyRatio float64) *leakGW {
 	t.Helper()
 	g := &leakGW{t: t, clock: clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), logs: &syncBuffer{}}
-	yml = strings.ReplaceAll(yml, "{{listen}}", loopbackAddr(t))
-	yml = strings.ReplaceAll(yml, "{{admin}}", loopbackAddr(t))
-	cfg, err := config.Parse([]byte(yml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err != nil {
-		t.Fatalf("config: %v\n%s", err, yml)
-	}
-	g.spans = tracetest.NewInMemoryExporter()
-	g.tel, err = telemetry.Setup(context.Background(), telemetry.Options{
-		Region: cfg.Region, HealthyRatio: healthyRatio, SpanExporter: g.spans,
-		Getenv: func(string) string { return "" },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseLoopbackConfig(t, yml, env)
 	g.roots = &rootWatch{ended: map[string]bool{}}
-	g.tel.TracerProvider.RegisterSpanProcessor(g.roots)
-	g.gw, err = gateway.Start(context.Background(), cfg, gateway.Options{
-		Telemetry: g.tel, Clock: g.clock, DrainTimeout: 2 * time.Second,
-		Logger: telemetry.NewLogger(g.logs, slog.LevelInfo),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = g.gw.Shutdown(ctx)
-		_ = g.tel.Shutdown(ctx)
-	})
+	g.gw, g.tel, g.spans = startTestGateway(t, cfg, healthyRatio, gateway.Options{
+		Clock: g.clock, Logger: telemetry.NewLogger(g.logs, slog.LevelInfo),
+	}, g.roots)
 	return g
 }
 
@@ -198,35 +172,6 @@ func (g *leakGW) exported(id string) tracetest.SpanStubs {
 		}
 	}
 	return out
-}
-
-// syncBuffer is a strings.Builder safe for the gateway's concurrent logging.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// loopbackAddr reserves a free 127.0.0.1 port and releases it for the caller.
-func loopbackAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // echoingUpstream answers "m|echo-key" with a 401 whose message quotes the
