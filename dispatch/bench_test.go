@@ -152,6 +152,7 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 							b.Error(err)
 							return
 						}
+						resps[k] = resp // closed below, whatever happens next
 						rd := sse.NewReader(resp.Body, 0)
 						for {
 							f, err := rd.Next()
@@ -163,7 +164,6 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 								break
 							}
 						}
-						resps[k] = resp
 					}()
 				}
 				wg.Wait()

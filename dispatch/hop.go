@@ -439,7 +439,12 @@ const maxPresize = 4 << 20
 
 var errBodyTooLarge = errors.New("upstream body exceeds the limit")
 
-// parseRetryAfter reads delay-seconds or an HTTP date (RFC 9110 §10.2.3).
+// maxRetryAfterHeader bounds what one header can ask for; the breaker caps
+// its hold-out lower still (breaker.MaxRetryAfter).
+const maxRetryAfterHeader = time.Hour
+
+// parseRetryAfter reads delay-seconds or an HTTP date (RFC 9110 §10.2.3),
+// bounded to [0, maxRetryAfterHeader] in both forms.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -449,14 +454,14 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		if n <= 0 {
 			return 0
 		}
-		if n > 3600 {
-			n = 3600
+		if n > int64(maxRetryAfterHeader/time.Second) {
+			return maxRetryAfterHeader
 		}
 		return time.Duration(n) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
-			return d
+			return min(d, maxRetryAfterHeader)
 		}
 	}
 	return 0

@@ -262,7 +262,10 @@ func TestGateTimeout(t *testing.T) {
 		h.waitInGate(1, 1)
 		h.clock.Advance(5*time.Second - time.Millisecond)
 		select {
-		case <-headers:
+		case r := <-headers:
+			if r != nil {
+				r.Body.Close()
+			}
 			t.Fatal("committed before the gate timeout")
 		default:
 		}
@@ -462,7 +465,11 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 				<-ctx.Done()
 			}()
 			if tc.name == "after_commit" {
+				deadline := time.Now().Add(10 * time.Second)
 				for h.ended.count("stream gate") == 0 {
+					if time.Now().After(deadline) {
+						t.Fatal("the stream gate never decided")
+					}
 					time.Sleep(time.Millisecond) // polling a condition
 				}
 			}

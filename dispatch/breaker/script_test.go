@@ -46,7 +46,7 @@ func (h *harness) run(script string) {
 		n := 1
 		if base, count, ok := strings.Cut(tok, "*"); ok {
 			c, err := strconv.Atoi(count)
-			if err != nil {
+			if err != nil || c < 1 {
 				h.t.Fatalf("step %d %q: bad count", i, tok)
 			}
 			tok, n = base, c
