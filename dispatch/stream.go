@@ -242,6 +242,7 @@ gateLoop:
 				return c.lostCommit(hopCtx)
 			}
 			decide(telemetry.GateCommitTimeout)
+			c.timedOut = true
 			break gateLoop
 		case <-hopCtx.Done():
 			r, _ := c.ctxEnded(hopCtx)

@@ -69,6 +69,7 @@ type call struct {
 	hopChannel  string        // channel of the hop in progress
 	retryAfter  time.Duration // soonest Retry-After of a failed hop
 	hopStart    time.Time     // start of the hop in progress (GenAI duration)
+	timedOut    bool          // the gate committed on its timeout (trace kept)
 
 	// Backing arrays of steps and statuses: most requests take a step or
 	// two, and the call is allocated anyway.
@@ -144,6 +145,9 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Res
 		attribute.String(telemetry.AttrOutcome, c.outcome),
 		attribute.String(telemetry.AttrModel, req.Model.Name),
 	)
+	if c.timedOut {
+		root.SetAttributes(attribute.Bool(telemetry.AttrTimedOut, true))
+	}
 	if c.outcome != OutcomeOK && c.outcome != OutcomeFailoverOK && c.outcome != OutcomeFinalError && c.outcome != OutcomeCanceled {
 		root.SetStatus(codes.Error, c.outcome)
 	}

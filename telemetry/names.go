@@ -56,6 +56,10 @@ const (
 	AttrContinuationMode = "hopgate.resume.mode"
 	AttrResumeDelivered  = "hopgate.resume.delivered_bytes"
 	AttrBackoffMillis    = "hopgate.backoff_ms"
+	// AttrTimedOut marks a root span whose request met a timer that did not
+	// fail it (the stream gate committing on timeout): such a trace is kept
+	// like a failover, since "slow" is what on-call looks for.
+	AttrTimedOut = "hopgate.timed_out"
 )
 
 // OpenTelemetry GenAI semantic convention keys.

@@ -45,6 +45,10 @@ func Interesting(root sdktrace.ReadOnlySpan, anyError bool) bool {
 			if strings.Contains(kv.Value.AsString(), PathArrow) {
 				return true
 			}
+		case AttrTimedOut:
+			if kv.Value.AsBool() {
+				return true
+			}
 		}
 	}
 	return false

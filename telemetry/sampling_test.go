@@ -257,6 +257,7 @@ func TestInteresting(t *testing.T) {
 		{"child errored", codes.Unset, healthyAttrs, true, true},
 		{"outcome failover_ok", codes.Unset, []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeFailoverOK)}, false, true},
 		{"outcome degraded", codes.Unset, []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeDegraded)}, false, true},
+		{"gate committed on its timeout", codes.Unset, append([]attribute.KeyValue{attribute.Bool(AttrTimedOut, true)}, healthyAttrs...), false, true},
 		{"multi-step path, outcome ok", codes.Unset, []attribute.KeyValue{
 			attribute.String(AttrOutcome, OutcomeOK), attribute.String(AttrFailoverPath, "a:open → b:ok")}, false, true},
 		{"single step path", codes.Unset, []attribute.KeyValue{attribute.String(AttrFailoverPath, "a:ok")}, false, false},
