@@ -80,7 +80,9 @@
 //	chain_deadline           0s (off)    12s            ≥ 0; budget before the degraded reply (L2)
 //	retry_after_max          5s          (not governed) ≥ 0; longest Retry-After honoured when retrying
 //	mid_stream               error       (not governed) error | resume
-//	degraded_reply.mode      error       (not governed) error (503 engine_overloaded) | message (marked 200)
+//	degraded_reply.mode      error       (not governed) error (deadline: 503 engine_overloaded; exhaustion: 502
+//	                                     all_channels_failed or the shared status) | message (a 200 marked
+//	                                     X-Hopgate-Degraded: 1 for both, /v1/chat/completions only)
 //	degraded_reply.message   "The service is temporarily overloaded. Please retry shortly."
 //	                                     (not governed) non-empty; content of the message reply
 //	retries                  0           (not governed) global only; int ≥ 0; default of channels[].retries
