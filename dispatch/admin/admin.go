@@ -151,7 +151,7 @@ func (s *Server) html(w http.ResponseWriter, r *http.Request) {
 		Breakers  []BreakerView
 		Chains    []ChainView
 		Failovers []telemetry.FailoverEntry
-	}{time.Now().UTC().Format(time.RFC3339), s.Config().Region, s.breakerViews(), s.chainViews(), s.Telemetry.Failovers.List()})
+	}{s.Engine.Clock().Now().UTC().Format(time.RFC3339), s.Config().Region, s.breakerViews(), s.chainViews(), s.Telemetry.Failovers.List()})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
