@@ -137,7 +137,7 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 				if via == "direct" {
 					url = h.cfg.Channel("a").BaseURL + "/chat/completions"
 				}
-				before := heapNow()
+				before, stack0 := heapNow()
 				g0 := runtime.NumGoroutine()
 				resps := make([]*http.Response, n)
 				var wg sync.WaitGroup
@@ -167,9 +167,10 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 					}()
 				}
 				wg.Wait()
-				after := heapNow()
+				after, stack1 := heapNow()
 				g1 := runtime.NumGoroutine()
 				b.ReportMetric(float64(after-before)/n, "heap-B/stream")
+				b.ReportMetric(float64(stack1-stack0)/n, "stack-B/stream")
 				b.ReportMetric(float64(g1-g0)/n, "goroutines/stream")
 				close(up.release)
 				for _, r := range resps {
@@ -190,12 +191,14 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func heapNow() uint64 {
+// heapNow is the heap and goroutine stack memory in use after two GCs (the
+// second one shrinks stacks the first found oversized).
+func heapNow() (heap, stack uint64) {
 	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapInuse
+	return m.HeapInuse, m.StackInuse
 }
 
 // BenchmarkStreamAllocs is the allocation cost of one complete 8-token

@@ -127,34 +127,12 @@ const attrHTTPStatus = "http.response.status_code"
 // hop sends the request once to one channel and handles the answer up to
 // the end of the response (streamed or buffered).
 func (c *call) hop(m *config.Model, entry config.Entry, try int) (res hopResult) {
-	ch := entry.Channel
 	hopCtx, cancelHop := context.WithCancelCause(c.ctx)
 	defer cancelHop(nil)
-
-	method := attribute.String("http.request.method", http.MethodPost)
 	var hs hopSpan
-	if try > 0 {
-		hs = c.startHop(hopCtx, m, entry, method, attribute.Int(telemetry.AttrHopRetry, try))
-	} else {
-		hs = c.startHop(hopCtx, m, entry, method)
-	}
+	c.openHop(&hs, hopCtx, m, entry, try)
+	defer c.closeHop(&hs, &res)
 	hctx, span := hs.ctx, hs.span
-	defer func() {
-		outcome := hs.end(c, res)
-		// A hop cut by the chain deadline stays in the path ("a:deadline"):
-		// on-call must see which channel was in flight when time ran out.
-		if res.class != classify.Canceled && !res.stepRecorded {
-			step := res.label
-			if step == "" {
-				step = outcome
-			}
-			c.steps = append(c.steps, telemetry.Step{Channel: ch.ID, Result: step})
-		}
-		if res.class == classify.Retryable && !res.done {
-			c.statuses = append(c.statuses, statusOrNone(res.status))
-			c.failedOver = true
-		}
-	}()
 
 	resp, fail, ok := c.send(hopCtx, &hs, cancelHop, m, entry, reqbody.Options{
 		Model:        entry.UpstreamModel,
@@ -182,6 +160,39 @@ func (c *call) hop(m *config.Model, entry config.Entry, try int) (res hopResult)
 		return c.buffered(hopCtx, span, cancelHop, m, entry, resp)
 	}
 	return c.buffered(hopCtx, span, cancelHop, m, entry, resp)
+}
+
+// openHop starts the hop's span (see hop: its own call, so its locals are
+// not part of hop's frame, which stays on the stack of an open stream).
+//
+//go:noinline
+func (c *call) openHop(hs *hopSpan, hopCtx context.Context, m *config.Model, entry config.Entry, try int) {
+	method := attribute.String("http.request.method", http.MethodPost)
+	if try > 0 {
+		*hs = c.startHop(hopCtx, m, entry, method, attribute.Int(telemetry.AttrHopRetry, try))
+	} else {
+		*hs = c.startHop(hopCtx, m, entry, method)
+	}
+}
+
+// closeHop ends the hop's span and puts the hop on the failover path.
+//
+//go:noinline
+func (c *call) closeHop(hs *hopSpan, res *hopResult) {
+	outcome := hs.end(c, *res)
+	// A hop cut by the chain deadline stays in the path ("a:deadline"):
+	// on-call must see which channel was in flight when time ran out.
+	if res.class != classify.Canceled && !res.stepRecorded {
+		step := res.label
+		if step == "" {
+			step = outcome
+		}
+		c.steps = append(c.steps, telemetry.Step{Channel: hs.ch.ID, Result: step})
+	}
+	if res.class == classify.Retryable && !res.done {
+		c.statuses = append(c.statuses, statusOrNone(res.status))
+		c.failedOver = true
+	}
 }
 
 // send builds the upstream request (the client body with only the fields of

@@ -138,15 +138,33 @@ type streamState struct {
 // handoff per frame, no copies, and one goroutine fewer per open stream.
 // After commit every wait is a blocking read, which the hop context ends:
 // the client leaving, or the idle timer cancelling it.
+//
+// The gate and the pass-through are calls of their own: an open stream
+// parks its goroutine in pass for minutes, and only pass's small frame (not
+// the gate's) is then on the stack (see Engine.Serve).
 func (c *call) stream(hopCtx, hctx context.Context, span trace.Span, cancelHop context.CancelCauseFunc,
 	m *config.Model, entry config.Entry, resp *http.Response) hopResult {
+	st := &streamState{keepText: m.Policy.MidStream == config.MidStreamResume}
+	rd := sse.NewReader(resp.Body, c.e.maxFrame)
+	feed := c.startFrames(rd, c.inspector(), st.keepText, true)
+	defer feed.close(cancelHop, resp.Body)
+	res, committed, awaiting := c.gateStream(hopCtx, hctx, span, m, entry, resp, feed, st)
+	if !committed {
+		return res
+	}
+	return c.pass(hopCtx, hctx, span, cancelHop, m, entry, st, rd, feed, awaiting)
+}
+
+// gateStream is L3: it holds frames until one is decisive and commits
+// them, or fails the hop. committed reports a commit (res is then unset);
+// awaiting that the reader goroutine waits for an answer about its last
+// frame.
+//
+//go:noinline
+func (c *call) gateStream(hopCtx, hctx context.Context, span trace.Span, m *config.Model, entry config.Entry,
+	resp *http.Response, feed *frameFeed, st *streamState) (res hopResult, committed, awaiting bool) {
 	ch := entry.Channel
 	pol := m.Policy
-	st := &streamState{keepText: pol.MidStream == config.MidStreamResume}
-	rd := sse.NewReader(resp.Body, c.e.maxFrame)
-	inspect := c.inspector()
-	feed := c.startFrames(rd, inspect, st.keepText, true)
-	defer feed.close(cancelHop, resp.Body)
 	items, next := feed.items, feed.next
 
 	// L3: hold frames until one is decisive.
@@ -171,16 +189,15 @@ func (c *call) stream(hopCtx, hctx context.Context, span trace.Span, cancelHop c
 		gspan.End()
 		c.e.tel.Metrics.GateDecision(hctx, ch.ID, m.Name, decision, c.e.clock.Since(gateStart))
 	}
-	fail := func(decision, label string) hopResult {
+	fail := func(decision, label string) (hopResult, bool, bool) {
 		decide(decision)
 		span.SetAttributes(attribute.String(telemetry.AttrErrorType, label))
-		return hopResult{class: classify.Retryable, status: resp.StatusCode, label: label}
+		return hopResult{class: classify.Retryable, status: resp.StatusCode, label: label}, false, false
 	}
 	var gateC <-chan time.Time
 	if gt != nil {
 		gateC = gt.Chan()
 	}
-	awaiting := false // the reader waits for our answer about the frame we hold
 gateLoop:
 	for {
 		if awaiting {
@@ -193,7 +210,7 @@ gateLoop:
 			if it.err != nil {
 				if r, ok := c.ctxEnded(hopCtx); ok {
 					decide(telemetry.GateDiscardEOF)
-					return r
+					return r, false, false
 				}
 				if errors.Is(it.err, sse.ErrFrameTooLarge) {
 					// A frame that never ends (or is absurdly long) is a broken
@@ -215,7 +232,7 @@ gateLoop:
 			case gate.Content, gate.Finish:
 				if !c.commitStream(resp, held, it, st) {
 					decide(telemetry.GateCommitContent)
-					return c.lostCommit(hopCtx)
+					return c.lostCommit(hopCtx), false, false
 				}
 				decide(telemetry.GateCommitContent)
 				break gateLoop
@@ -239,7 +256,7 @@ gateLoop:
 			// A slow model is not a broken one: commit what we have.
 			if !c.commitStream(resp, held, frameItem{}, st) {
 				decide(telemetry.GateCommitTimeout)
-				return c.lostCommit(hopCtx)
+				return c.lostCommit(hopCtx), false, false
 			}
 			decide(telemetry.GateCommitTimeout)
 			c.timedOut = true
@@ -247,16 +264,21 @@ gateLoop:
 		case <-hopCtx.Done():
 			r, _ := c.ctxEnded(hopCtx)
 			decide(telemetry.GateDiscardEOF)
-			return r
+			return r, false, false
 		}
 	}
-	held = nil
-	if gt != nil {
-		gt.Stop() // decided: only the idle timer may end the stream now
-	}
+	return hopResult{}, true, awaiting
+}
 
-	// After commit: pass frames through, never hold one back waiting for
-	// the next, never present a truncated answer as complete.
+// pass passes the frames of a committed stream through: never holding one
+// back waiting for the next, never presenting a truncated answer as
+// complete.
+//
+//go:noinline
+func (c *call) pass(hopCtx, hctx context.Context, span trace.Span, cancelHop context.CancelCauseFunc,
+	m *config.Model, entry config.Entry, st *streamState, rd *sse.Reader, feed *frameFeed, awaiting bool) hopResult {
+	pol := m.Policy
+	inspect := c.inspector()
 	var idle clockwork.Timer
 	if d := pol.StreamIdleTimeout; d > 0 {
 		// The timer ends a blocked read by cancelling the hop; every frame
@@ -267,20 +289,15 @@ gateLoop:
 	if !awaiting {
 		// Committed on the gate timer while the reader was reading: its
 		// frame comes first.
-		it := <-items
-		next <- false
-		<-feed.done
-		if idle != nil && it.err == nil {
-			idle.Reset(pol.StreamIdleTimeout)
-		}
-		if res, end := c.afterCommit(hopCtx, hctx, span, m, entry, st, it); end {
+		if res, end := c.readerFrame(hopCtx, hctx, span, m, entry, st, feed, idle); end {
 			return res
 		}
 	} else {
-		next <- false
+		feed.next <- false
 		<-feed.done
 	}
 	// The reader goroutine has exited: rd is ours.
+	var it frameItem
 	for {
 		if st.pending && !rd.Buffered() {
 			// Nothing more has arrived: the client gets what we have now.
@@ -290,7 +307,7 @@ gateLoop:
 			}
 		}
 		f, err := rd.Next()
-		it := frameItem{err: err}
+		it = frameItem{err: err}
 		if err == nil {
 			if idle != nil {
 				idle.Reset(pol.StreamIdleTimeout)
@@ -299,17 +316,32 @@ gateLoop:
 			it.info = inspect(f)
 			it.text = it.info.Text
 		}
-		if res, end := c.afterCommit(hopCtx, hctx, span, m, entry, st, it); end {
+		if res, end := c.afterCommit(hopCtx, hctx, span, m, entry, st, &it); end {
 			return res
 		}
 	}
+}
+
+// readerFrame takes the frame the reader goroutine read while the gate
+// committed on its timer, stops the reader, and passes the frame on.
+//
+//go:noinline
+func (c *call) readerFrame(hopCtx, hctx context.Context, span trace.Span, m *config.Model, entry config.Entry,
+	st *streamState, feed *frameFeed, idle clockwork.Timer) (res hopResult, end bool) {
+	it := <-feed.items
+	feed.next <- false
+	<-feed.done
+	if idle != nil && it.err == nil {
+		idle.Reset(m.Policy.StreamIdleTimeout)
+	}
+	return c.afterCommit(hopCtx, hctx, span, m, entry, st, &it)
 }
 
 // afterCommit passes one frame of a committed stream to the client, without
 // flushing (the read loop flushes once nothing more is buffered). end
 // reports that the hop is over, with res.
 func (c *call) afterCommit(hopCtx, hctx context.Context, span trace.Span, m *config.Model, entry config.Entry,
-	st *streamState, it frameItem) (res hopResult, end bool) {
+	st *streamState, it *frameItem) (res hopResult, end bool) {
 	if it.err != nil {
 		if c.clientCtx.Err() != nil {
 			return c.clientGone(span), true
@@ -400,13 +432,13 @@ func (c *call) setHeadersCommitted(h http.Header, result string) {
 
 // deliver writes one frame and flushes it; false if the client is gone.
 func (c *call) deliver(it frameItem, st *streamState) bool {
-	c.note(it, st)
+	c.note(&it, st)
 	st.pending = false
 	return c.writeFrame(it.raw)
 }
 
 // note records what a frame about to be delivered tells about the answer.
-func (c *call) note(it frameItem, st *streamState) {
+func (c *call) note(it *frameItem, st *streamState) {
 	if it.info.FinishReason {
 		st.finish = true
 	}

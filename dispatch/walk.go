@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -51,6 +52,7 @@ type call struct {
 	// cancel ends ctx; lostCommit calls it so the chain deadline is visible
 	// on ctx at once, not only when its timer goroutine gets to run.
 	cancel    context.CancelCauseFunc
+	deadline  clockwork.Timer // the chain deadline (nil: none)
 	start     time.Time
 	requestID string
 
@@ -78,7 +80,24 @@ type call struct {
 }
 
 // Serve walks the chain for req and writes exactly one response to w.
+//
+// Serve, like every function between it and the read that waits for the
+// next frame of an open stream, keeps a small stack frame: a stream parks
+// its goroutine there for minutes, and the runtime halves a goroutine's
+// stack only while its live part is under a quarter of it. Work done once
+// per request (begin, end) runs in calls of its own, off that stack.
 func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Result {
+	c := e.begin(w, r, req)
+	defer c.release()
+	c.run()
+	return c.end(r)
+}
+
+// begin allocates the call, starts the dispatch span and arms the chain
+// deadline.
+//
+//go:noinline
+func (e *Engine) begin(w http.ResponseWriter, r *http.Request, req *Request) *call {
 	c := &call{
 		e:         e,
 		w:         w,
@@ -88,7 +107,6 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Res
 		start:     e.clock.Now(),
 	}
 	c.steps, c.statuses = c.stepsBuf[:0], c.statusesBuf[:0]
-	root := trace.SpanFromContext(r.Context())
 	c.requestID = RequestID(r.Context())
 
 	// Attributes go in at start and once at the end: the SDK copies them
@@ -109,21 +127,31 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Res
 
 	// The chain deadline ends the request with the degraded reply unless an
 	// answer was committed first; a committed stream is never cut by it.
-	dctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	c.ctx = dctx
-	c.cancel = cancel
+	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	if d := req.Model.Policy.ChainDeadline; d > 0 {
-		t := e.clock.AfterFunc(d, func() {
+		c.deadline = e.clock.AfterFunc(d, func() {
 			if c.state.CompareAndSwap(stateOpen, stateDeadline) {
-				cancel(errChainDeadline)
+				c.cancel(errChainDeadline)
 			}
 		})
-		defer t.Stop()
 	}
+	return c
+}
 
-	c.run()
+// release stops the chain deadline and ends the call's context.
+func (c *call) release() {
+	if c.deadline != nil {
+		c.deadline.Stop()
+	}
+	c.cancel(nil)
+}
 
+// end records the request on the dispatch and server spans, the request
+// counter and the failover log, and returns its summary.
+//
+//go:noinline
+func (c *call) end(r *http.Request) Result {
+	e, req, span := c.e, c.req, c.span
 	path := telemetry.FormatPath(c.steps)
 	endAttrs := [4]attribute.KeyValue{
 		attribute.Int(telemetry.AttrHops, c.attempts),
@@ -140,14 +168,23 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Res
 		span.SetStatus(codes.Error, c.outcome)
 	}
 	span.End()
-	root.SetAttributes(
+	// The server span's attributes in one call (one copy into the span).
+	rootAttrs := [5]attribute.KeyValue{
 		attribute.String(telemetry.AttrFailoverPath, path),
 		attribute.String(telemetry.AttrOutcome, c.outcome),
 		attribute.String(telemetry.AttrModel, req.Model.Name),
-	)
-	if c.timedOut {
-		root.SetAttributes(attribute.Bool(telemetry.AttrTimedOut, true))
 	}
+	nRoot := 3
+	if req.Tenant != "" {
+		rootAttrs[nRoot] = attribute.String(telemetry.AttrTenant, req.Tenant)
+		nRoot++
+	}
+	if c.timedOut {
+		rootAttrs[nRoot] = attribute.Bool(telemetry.AttrTimedOut, true)
+		nRoot++
+	}
+	root := trace.SpanFromContext(r.Context())
+	root.SetAttributes(rootAttrs[:nRoot]...)
 	if c.outcome != OutcomeOK && c.outcome != OutcomeFailoverOK && c.outcome != OutcomeFinalError && c.outcome != OutcomeCanceled {
 		root.SetStatus(codes.Error, c.outcome)
 	}

@@ -104,23 +104,48 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 // is read (bounded by max_body_bytes) before the first hop: every hop
 // replays the same bytes, and a client that leaves mid-upload costs no
 // upstream attempt.
+//
+// proxy stays a small stack frame on purpose: an open stream parks its
+// handler goroutine for minutes under proxy, Serve and the hop, and the
+// runtime only shrinks a goroutine stack whose live part is under a
+// quarter of it. The checks (admit) and the access log line (logRequest)
+// are calls of their own so their locals are not part of this frame.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
+	req := s.admit(w, r, rt)
+	if req == nil {
+		return
+	}
+	res := s.engine.Serve(w, r, req)
+	s.logRequest(r, req, res)
+	if res.Aborted {
+		// A binary body was cut after its headers went out: break the
+		// connection so the client sees a truncated transfer (net/http
+		// neither logs this panic nor finishes the response).
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// admit runs the front-door checks and returns the resolved request, or
+// nil once a rejection has been written.
+//
+//go:noinline
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispatch.Request {
 	cfg := s.cfg.Load()
 	if r.Method != http.MethodPost {
 		s.fail(w, r, apierror.MethodNotAllowed(r.Method))
-		return
+		return nil
 	}
 	tenant, ok := authenticate(cfg, r)
 	if !ok {
 		s.fail(w, r, apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>"))
-		return
+		return nil
 	}
 	var boundary string
 	if rt.Multipart {
 		mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if boundary = params["boundary"]; err != nil || mt != "multipart/form-data" || boundary == "" {
 			s.fail(w, r, apierror.InvalidRequest(rt.Pattern+" takes a multipart/form-data body with a boundary (Content-Type)", ""))
-			return
+			return nil
 		}
 	}
 	// The body must arrive within bodyReadTimeout (a slow upload cannot pin
@@ -133,11 +158,11 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			s.fail(w, r, apierror.RequestTooLarge(cfg.MaxBodyBytes))
-			return
+			return nil
 		}
 		// The client went away or sent a broken body: nothing to proxy.
 		s.fail(w, r, apierror.InvalidRequest("could not read the request body: "+err.Error(), ""))
-		return
+		return nil
 	}
 	req := &dispatch.Request{
 		Config:    cfg,
@@ -153,11 +178,11 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 		form, err := reqbody.ParseMultipart(body, boundary)
 		if err != nil {
 			s.fail(w, r, apierror.InvalidRequest(err.Error(), ""))
-			return
+			return nil
 		}
 		if !form.ModelPresent || form.Model == "" {
 			s.fail(w, r, apierror.ModelNotFound(http.StatusBadRequest, "the request names no model: set the \"model\" form field"))
-			return
+			return nil
 		}
 		// The Content-Type goes upstream as sent: it carries the boundary.
 		req.Raw, req.Form, req.ContentType = true, form, r.Header.Get("Content-Type")
@@ -166,15 +191,15 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 		f, err := reqbody.Parse(body)
 		if err != nil {
 			s.fail(w, r, apierror.InvalidRequest("request body is not a valid JSON object: "+err.Error(), ""))
-			return
+			return nil
 		}
 		if !f.ModelPresent || f.Model == "" {
 			s.fail(w, r, apierror.ModelNotFound(http.StatusBadRequest, "the request names no model: set \"model\""))
-			return
+			return nil
 		}
 		if f.Stream && !rt.Streams {
 			s.fail(w, r, apierror.InvalidRequest("hopgate does not stream "+rt.Pattern+": omit \"stream\" or set it to false", "stream"))
-			return
+			return nil
 		}
 		req.Fields, req.Stream = f, f.Stream
 		model = f.Model
@@ -182,32 +207,28 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 	m := cfg.Model(model)
 	if m == nil {
 		s.fail(w, r, apierror.ModelNotFound(http.StatusNotFound, "model \""+model+"\" does not exist on this gateway; GET /v1/models lists the models served"))
-		return
+		return nil
 	}
 	if !serves(m, rt.Operation) {
 		s.fail(w, r, apierror.OperationNotSupported("model \""+m.Name+"\" does not serve the \""+rt.Operation+"\" operation ("+rt.Pattern+"); it serves: "+strings.Join(operations(m), ", ")))
-		return
+		return nil
 	}
 	req.Model = m
-	span := trace.SpanFromContext(r.Context())
-	if tenant != "" {
-		span.SetAttributes(attribute.String(telemetry.AttrTenant, tenant))
-	}
-	res := s.engine.Serve(w, r, req)
+	return req
+}
+
+// logRequest writes the access log line of a served request.
+//
+//go:noinline
+func (s *Server) logRequest(r *http.Request, req *dispatch.Request, res dispatch.Result) {
 	// LogAttrs: no boxing of every attribute into any (11 allocations).
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.String("model", m.Name), slog.String("served_model", res.ServedModel),
+		slog.String("model", req.Model.Name), slog.String("served_model", res.ServedModel),
 		slog.Bool("stream", req.Stream), slog.Int("status", res.Status),
 		slog.String("outcome", res.Outcome), slog.String("failover_path", res.Path),
-		slog.Int("attempts", res.Attempts), slog.String("tenant", tenant),
+		slog.Int("attempts", res.Attempts), slog.String("tenant", req.Tenant),
 		slog.Bool("aborted", res.Aborted))
-	if res.Aborted {
-		// A binary body was cut after its headers went out: break the
-		// connection so the client sees a truncated transfer (net/http
-		// neither logs this panic nor finishes the response).
-		panic(http.ErrAbortHandler)
-	}
 }
 
 // readBody reads a request body. One that declares its length (within
