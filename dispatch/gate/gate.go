@@ -118,7 +118,7 @@ func InspectChat(f sse.Frame) Info {
 	}
 	content := false
 	if choicesVal.set() && data[choicesVal.s] == '[' {
-		arr := jsonscan.Elements(data, choicesVal.s)
+		arr := jsonscan.ValidElements(data, choicesVal.s)
 		pos := 0
 		for {
 			vs, _, ok := arr.Next()
@@ -162,7 +162,7 @@ func inspectChoice(data []byte, at, pos int) choice {
 		return c
 	}
 	index := -1
-	obj := jsonscan.Members(data, at)
+	obj := jsonscan.ValidMembers(data, at)
 	for {
 		key, esc, vs, ve, ok := obj.Next()
 		if !ok {
@@ -191,7 +191,7 @@ func inspectChoice(data []byte, at, pos int) choice {
 }
 
 func inspectDelta(data []byte, at int, c *choice) {
-	obj := jsonscan.Members(data, at)
+	obj := jsonscan.ValidMembers(data, at)
 	for {
 		key, esc, vs, ve, ok := obj.Next()
 		if !ok {
@@ -338,7 +338,7 @@ type responseObject struct {
 
 func inspectResponseObject(data []byte, at span) responseObject {
 	var r responseObject
-	obj := jsonscan.Members(data, at.s)
+	obj := jsonscan.ValidMembers(data, at.s)
 	for {
 		key, esc, vs, ve, ok := obj.Next()
 		if !ok {
@@ -402,7 +402,7 @@ func ErrorCode(body []byte) string {
 		return ""
 	}
 	var errorVal span
-	obj := jsonscan.Members(body, i)
+	obj := jsonscan.ValidMembers(body, i)
 	for {
 		key, esc, vs, ve, ok := obj.Next()
 		if !ok {
@@ -416,7 +416,7 @@ func ErrorCode(body []byte) string {
 		return ""
 	}
 	var code, typ span
-	eo := jsonscan.Members(body, errorVal.s)
+	eo := jsonscan.ValidMembers(body, errorVal.s)
 	for {
 		key, esc, vs, ve, ok := eo.Next()
 		if !ok {
@@ -482,7 +482,7 @@ func errorInfo(data []byte) Info {
 	i := jsonscan.SkipWS(data, 0)
 	if i < len(data) && data[i] == '{' && jsonscan.Valid(data) {
 		info.ErrorMessage = messageField(data, span{i, len(data)})
-		obj := jsonscan.Members(data, i)
+		obj := jsonscan.ValidMembers(data, i)
 		for {
 			key, esc, vs, ve, ok := obj.Next()
 			if !ok {
@@ -511,7 +511,7 @@ func messageField(b []byte, obj span) string {
 	if !obj.isObject(b) {
 		return ""
 	}
-	o := jsonscan.Members(b, obj.s)
+	o := jsonscan.ValidMembers(b, obj.s)
 	for {
 		key, esc, vs, ve, ok := o.Next()
 		if !ok {
@@ -537,7 +537,7 @@ func truncate(m []byte) string {
 
 func parseUsage(b []byte, s span) Usage {
 	var u Usage
-	o := jsonscan.Members(b, s.s)
+	o := jsonscan.ValidMembers(b, s.s)
 	for {
 		key, esc, vs, ve, ok := o.Next()
 		if !ok {

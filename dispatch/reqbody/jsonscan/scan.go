@@ -1,6 +1,8 @@
 package jsonscan
 
 import (
+	"bytes"
+	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -48,8 +50,8 @@ func String(b []byte, i int) (end int, escaped bool) {
 	}
 	i++
 	for {
-		for i+8 <= len(b) && plain[b[i]] && plain[b[i+1]] && plain[b[i+2]] && plain[b[i+3]] &&
-			plain[b[i+4]] && plain[b[i+5]] && plain[b[i+6]] && plain[b[i+7]] {
+		// Eight bytes at a time while none of them needs a look.
+		for i+8 <= len(b) && !special8(binary.LittleEndian.Uint64(b[i:])) {
 			i += 8
 		}
 		for i < len(b) && plain[b[i]] {
@@ -81,6 +83,22 @@ func String(b []byte, i int) (end int, escaped bool) {
 			return -1, false
 		}
 	}
+}
+
+// SWAR constants: a byte value repeated in every byte of a word.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special8 reports whether one of the eight bytes of w (in any order) is a
+// quote, a backslash or a control character (< 0x20). It never misses one;
+// it may also report a byte after a real hit (borrows propagate upward),
+// which only ends the fast path early.
+func special8(w uint64) bool {
+	q := w ^ ('"' * ones)
+	bs := w ^ ('\\' * ones)
+	return ((q-ones)&^q|(bs-ones)&^bs|(w-0x20*ones)&^w)&highs != 0
 }
 
 func isHex(c byte) bool {
@@ -163,10 +181,14 @@ func value(b []byte, i, maxDepth int) int {
 	return -1
 }
 
-// container is iterative so hostile nesting costs neither stack nor heap: one
-// bit per open container records whether it is an object.
+// container is iterative so hostile nesting costs no stack: one bit per open
+// container records whether it is an object. The bits of the first 256
+// levels live in the frame; deeper documents (hostile ones, in practice)
+// grow a heap bitset, at most MaxDepth bits. Clearing a MaxDepth-bit array
+// on every call cost more than scanning a typical SSE frame.
 func container(b []byte, i, maxDepth int) int {
-	var isObj [MaxDepth/64 + 1]uint64
+	var small [4]uint64
+	isObj := small[:]
 	depth := 0
 	for {
 		// Expect a value at i.
@@ -180,6 +202,9 @@ func container(b []byte, i, maxDepth int) int {
 				return -1
 			}
 			w, bit := (depth-1)/64, uint64(1)<<((depth-1)%64)
+			if w == len(isObj) {
+				isObj = append(isObj, make([]uint64, len(isObj))...)
+			}
 			i = SkipWS(b, i+1)
 			if c == '{' {
 				isObj[w] |= bit
@@ -270,6 +295,7 @@ type Object struct {
 	end   int
 	depth int
 	state uint8 // 0 running, 1 done, 2 invalid
+	known bool  // known valid: skip values instead of validating them
 }
 
 // Members starts iterating the object whose '{' is at b[i].
@@ -278,6 +304,17 @@ func Members(b []byte, i int) Object {
 	if i >= len(b) || b[i] != '{' {
 		o.state = 2
 	}
+	return o
+}
+
+// ValidMembers is Members for an object already validated, e.g. a value
+// span returned by a validating iterator: its members are skipped, not
+// validated again, so walking into a document costs one validating pass in
+// all. On bytes that are not valid JSON its results are unspecified (but it
+// stays within b).
+func ValidMembers(b []byte, i int) Object {
+	o := Members(b, i)
+	o.known = true
 	return o
 }
 
@@ -301,7 +338,13 @@ func (o *Object) Next() (key []byte, escaped bool, vs, ve int, ok bool) {
 		}
 		i = SkipWS(b, i+1)
 	}
-	ke, esc := String(b, i)
+	var ke int
+	var esc bool
+	if o.known {
+		ke, esc = skipString(b, i)
+	} else {
+		ke, esc = String(b, i)
+	}
 	if ke < 0 {
 		o.state = 2
 		return nil, false, 0, 0, false
@@ -312,7 +355,11 @@ func (o *Object) Next() (key []byte, escaped bool, vs, ve int, ok bool) {
 		return nil, false, 0, 0, false
 	}
 	vs = SkipWS(b, j+1)
-	ve = value(b, vs, o.depth)
+	if o.known {
+		ve = skip(b, vs)
+	} else {
+		ve = value(b, vs, o.depth)
+	}
 	if ve < 0 {
 		o.state = 2
 		return nil, false, 0, 0, false
@@ -339,6 +386,7 @@ type Array struct {
 	n     int
 	end   int
 	state uint8
+	known bool // known valid: skip elements instead of validating them
 }
 
 // Elements starts iterating the array whose '[' is at b[i].
@@ -347,6 +395,14 @@ func Elements(b []byte, i int) Array {
 	if i >= len(b) || b[i] != '[' {
 		a.state = 2
 	}
+	return a
+}
+
+// ValidElements is Elements for an array already validated (see
+// ValidMembers).
+func ValidElements(b []byte, i int) Array {
+	a := Elements(b, i)
+	a.known = true
 	return a
 }
 
@@ -368,7 +424,11 @@ func (a *Array) Next() (vs, ve int, ok bool) {
 		}
 		i = SkipWS(b, i+1)
 	}
-	ve = value(b, i, MaxDepth-1)
+	if a.known {
+		ve = skip(b, i)
+	} else {
+		ve = value(b, i, MaxDepth-1)
+	}
 	if ve < 0 {
 		a.state = 2
 		return 0, 0, false
@@ -548,4 +608,76 @@ func AppendQuote(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// skip returns the index just after the value at b[i], which is known to be
+// valid JSON: strings are found with a vectorised search for their closing
+// quote, containers by counting brackets outside strings. On invalid input
+// it returns -1 or an index within b, never panics.
+func skip(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		end, _ := skipString(b, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				if i, _ = skipString(b, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	// A number or a literal ends at a delimiter.
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// skipString is String for a literal known to be valid: it returns the index
+// just after the closing quote of the literal at b[i] and whether it holds
+// an escape.
+func skipString(b []byte, i int) (end int, escaped bool) {
+	if i >= len(b) || b[i] != '"' {
+		return -1, false
+	}
+	start := i
+	i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return -1, false
+		}
+		i += j
+		// The quote closes the literal unless an odd run of backslashes
+		// escapes it.
+		n := 0
+		for k := i - 1; k > start && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return i + 1, escaped || bytes.IndexByte(b[start+1:i], '\\') >= 0
+		}
+		escaped = true
+		i++
+	}
 }

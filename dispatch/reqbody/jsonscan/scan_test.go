@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -160,4 +161,92 @@ func BenchmarkEncodingJSONValid(b *testing.B) {
 			b.Fatal("invalid")
 		}
 	}
+}
+
+// walk lists every member and element of the value at b[i], recursively,
+// with the validating iterators or the known-valid ones.
+func walk(t testing.TB, b []byte, i int, known bool, out *[]string) {
+	if i < 0 || i >= len(b) {
+		return
+	}
+	switch b[i] {
+	case '{':
+		o := Members(b, i)
+		if known {
+			o = ValidMembers(b, i)
+		}
+		for {
+			k, esc, vs, ve, ok := o.Next()
+			if !ok {
+				break
+			}
+			if vs > ve || ve > len(b) {
+				t.Fatalf("member span %d-%d out of order or beyond %d bytes", vs, ve, len(b))
+			}
+			*out = append(*out, fmt.Sprintf("key %q esc=%v value %d-%d", k, esc, vs, ve))
+			walk(t, b, vs, known, out)
+		}
+		*out = append(*out, fmt.Sprintf("} at %d err=%v", o.End(), o.Err()))
+	case '[':
+		a := Elements(b, i)
+		if known {
+			a = ValidElements(b, i)
+		}
+		for {
+			vs, ve, ok := a.Next()
+			if !ok {
+				break
+			}
+			if vs > ve || ve > len(b) {
+				t.Fatalf("element span %d-%d out of order or beyond %d bytes", vs, ve, len(b))
+			}
+			*out = append(*out, fmt.Sprintf("element %d-%d", vs, ve))
+			walk(t, b, vs, known, out)
+		}
+		*out = append(*out, fmt.Sprintf("] at %d len=%d err=%v", a.End(), a.Len(), a.Err()))
+	}
+}
+
+// checkKnownIterators: on valid JSON the known-valid iterators see exactly
+// what the validating ones see; on anything else they stay within b.
+func checkKnownIterators(t testing.TB, b []byte) {
+	i := SkipWS(b, 0)
+	var want, got []string
+	walk(t, b, i, true, &got)
+	if !json.Valid(b) {
+		return
+	}
+	walk(t, b, i, false, &want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%q:\nknown-valid iterators:\n%s\nvalidating iterators:\n%s", b, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+var knownCases = []string{
+	`{"a":1,"b":[true,false,null],"c":{"d":"e"}}`,
+	` { "a" : [ 1 , 2 ] , "b" : { } , "c" : [ ] } `,
+	`{"k\"q":"v\\","x\\\"y":["\\\\\"",{"]":"}"}],"n":-1.5e+3}`,
+	`[[[]],[{}],"[{",{"a":"\u0022"}]`,
+	`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"line\nnext \"quoted\""},"finish_reason":null}]}`,
+	`{"a":1,}`, `{"a" 1}`, `[1,]`, `{"a":"unterminated`, `{"a":[1}`, `{"\`,
+}
+
+func TestKnownValidIterators(t *testing.T) {
+	for _, c := range knownCases {
+		checkKnownIterators(t, []byte(c))
+	}
+	for _, tc := range validityCases {
+		if len(tc.in) < 1000 {
+			checkKnownIterators(t, []byte(tc.in))
+		}
+	}
+}
+
+func FuzzKnownValidIterators(f *testing.F) {
+	for _, c := range knownCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkKnownIterators(t, b)
+	})
 }
