@@ -230,6 +230,12 @@ type Request struct {
 	Stream bool
 	// Events selects the frame classifier: chat-style chunks or Responses events.
 	Events EventStyle
+	// Flusher, if set, is flushed instead of the ResponseWriter the answer
+	// is written to. Package api passes the writer under otelhttp's
+	// response wrapper, whose Flush allocates three objects per call (one
+	// call per SSE frame) and drops the flush error; the bytes still go
+	// through the wrapper, so the server span's byte count stays exact.
+	Flusher http.ResponseWriter
 }
 
 // EventStyle selects how the gate reads frames.

@@ -98,10 +98,14 @@ func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Res
 //
 //go:noinline
 func (e *Engine) begin(w http.ResponseWriter, r *http.Request, req *Request) *call {
+	fw := w
+	if req.Flusher != nil {
+		fw = req.Flusher
+	}
 	c := &call{
 		e:         e,
 		w:         w,
-		rc:        http.NewResponseController(w),
+		rc:        http.NewResponseController(fw),
 		req:       req,
 		clientCtx: r.Context(),
 		start:     e.clock.Now(),

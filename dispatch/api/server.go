@@ -173,6 +173,11 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispat
 		Events:    rt.Events,
 		Binary:    rt.Binary,
 	}
+	// w is otelhttp's wrapper (proxy runs inside otelhttp.NewHandler):
+	// flushes go to the writer it wraps (see dispatch.Request.Flusher).
+	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+		req.Flusher = u.Unwrap()
+	}
 	var model string
 	if rt.Multipart {
 		form, err := reqbody.ParseMultipart(body, boundary)
