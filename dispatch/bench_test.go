@@ -238,6 +238,8 @@ func BenchmarkStreamThroughput(b *testing.B) {
 	} {
 		b.Run(path.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu0 := processCPU() // the whole process: client, gateway and provider
+			defer func() { b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op") }()
 			b.SetParallelism(4) // 8 clients on 2 cores
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {

@@ -67,12 +67,14 @@ func (f *frameFeed) close(cancelHop context.CancelCauseFunc, body io.Closer) {
 	<-f.done
 }
 
-// inspector is the frame classifier of the request's event format.
+// inspector is the frame classifier of the request's event format, for the
+// frames of one upstream stream in order (chat chunks repeat their head:
+// gate.ChatInspector compares it instead of parsing it again).
 func (c *call) inspector() func(sse.Frame) gate.Info {
 	if c.req.Events == ResponsesEvents {
 		return gate.InspectResponses
 	}
-	return gate.InspectChat
+	return new(gate.ChatInspector).Inspect
 }
 
 // readFrames sends each frame of rd to out as owned copies (the text only
@@ -146,13 +148,14 @@ func (c *call) stream(hopCtx, hctx context.Context, span trace.Span, cancelHop c
 	m *config.Model, entry config.Entry, resp *http.Response) hopResult {
 	st := &streamState{keepText: m.Policy.MidStream == config.MidStreamResume}
 	rd := sse.NewReader(resp.Body, c.e.maxFrame)
-	feed := c.startFrames(rd, c.inspector(), st.keepText, true)
+	inspect := c.inspector()
+	feed := c.startFrames(rd, inspect, st.keepText, true)
 	defer feed.close(cancelHop, resp.Body)
 	res, committed, awaiting := c.gateStream(hopCtx, hctx, span, m, entry, resp, feed, st)
 	if !committed {
 		return res
 	}
-	return c.pass(hopCtx, hctx, span, cancelHop, m, entry, st, rd, feed, awaiting)
+	return c.pass(hopCtx, hctx, span, cancelHop, m, entry, st, rd, inspect, feed, awaiting)
 }
 
 // gateStream is L3: it holds frames until one is decisive and commits
@@ -276,9 +279,9 @@ gateLoop:
 //
 //go:noinline
 func (c *call) pass(hopCtx, hctx context.Context, span trace.Span, cancelHop context.CancelCauseFunc,
-	m *config.Model, entry config.Entry, st *streamState, rd *sse.Reader, feed *frameFeed, awaiting bool) hopResult {
+	m *config.Model, entry config.Entry, st *streamState, rd *sse.Reader, inspect func(sse.Frame) gate.Info,
+	feed *frameFeed, awaiting bool) hopResult {
 	pol := m.Policy
-	inspect := c.inspector()
 	var idle clockwork.Timer
 	if d := pol.StreamIdleTimeout; d > 0 {
 		// The timer ends a blocked read by cancelling the hop; every frame

@@ -71,7 +71,28 @@ const maxErrorMessage = 256
 var doneMarker = []byte("[DONE]")
 
 // InspectChat classifies a chat.completions (or /v1/completions) stream frame.
-func InspectChat(f sse.Frame) Info {
+func InspectChat(f sse.Frame) Info { return inspectChat(f, nil) }
+
+// ChatInspector is InspectChat for the frames of one stream, in order. The
+// members before "choices" (id, object, created, model, fingerprint: about
+// two thirds of a chunk) repeat byte for byte in every chunk of a stream;
+// when a frame starts with the bytes the previous frame validated up to
+// there, they are compared instead of scanned again. Results are those of
+// InspectChat. Not safe for concurrent use; the zero value is ready.
+type ChatInspector struct {
+	prefix             []byte // previous frame up to and including the ',' before "choices"
+	pos, n             int    // object iterator state at that ',' (Pos, Count)
+	model              string // "model" and the spans of "error" and "usage" before it
+	errorVal, usageVal span
+}
+
+// Inspect classifies the next frame of the stream.
+func (ci *ChatInspector) Inspect(f sse.Frame) Info { return inspectChat(f, ci) }
+
+// minPrefix: shorter prefixes are not worth remembering.
+const minPrefix = 32
+
+func inspectChat(f sse.Frame, memo *ChatInspector) Info {
 	if f.Event == "error" {
 		return errorInfo(f.Data)
 	}
@@ -89,13 +110,26 @@ func InspectChat(f sse.Frame) Info {
 	var info Info
 	var errorVal, choicesVal, usageVal span
 	obj := jsonscan.Members(data, i)
+	if memo != nil && len(memo.prefix) > 0 && bytes.HasPrefix(data, memo.prefix) {
+		obj = jsonscan.ResumeMembers(data, memo.pos, memo.n)
+		info.Model, errorVal, usageVal = memo.model, memo.errorVal, memo.usageVal
+	}
+	// The iterator state before "choices", remembered once the frame is
+	// known valid.
+	cutPos, cutN := -1, 0
+	var cutModel string
+	var cutErr, cutUsage span
 	for {
+		pos, n := obj.Pos(), obj.Count()
 		key, esc, vs, ve, ok := obj.Next()
 		if !ok {
 			break
 		}
 		switch {
 		case jsonscan.KeyIs(key, esc, "choices", false):
+			if memo != nil && n > 0 && !choicesVal.set() {
+				cutPos, cutN, cutModel, cutErr, cutUsage = pos, n, info.Model, errorVal, usageVal
+			}
 			choicesVal = span{vs, ve}
 		case jsonscan.KeyIs(key, esc, "error", false):
 			errorVal = span{vs, ve}
@@ -107,6 +141,15 @@ func InspectChat(f sse.Frame) Info {
 	}
 	if obj.Err() || jsonscan.SkipWS(data, obj.End()) != len(data) {
 		return Info{Kind: Malformed}
+	}
+	if cutPos >= 0 && (cutPos != memo.pos || !bytes.HasPrefix(data, memo.prefix)) {
+		// The ',' before "choices" ends the prefix: it terminates the
+		// value before it, so equal bytes up to it parse the same way.
+		if comma := jsonscan.SkipWS(data, cutPos); comma+1 >= minPrefix && comma < len(data) && data[comma] == ',' {
+			memo.prefix = append(memo.prefix[:0], data[:comma+1]...)
+			memo.pos, memo.n = cutPos, cutN
+			memo.model, memo.errorVal, memo.usageVal = cutModel, cutErr, cutUsage
+		}
 	}
 	if isErrorValue(data, errorVal) {
 		info.Kind = Error

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -309,4 +310,80 @@ func caseFoldedKeys(d string) bool {
 		}
 	}
 	return false
+}
+
+// chunk is an OpenAI-style chunk whose members before "choices" repeat.
+func chunk(head, choices string) string { return head + choices + `}` }
+
+var inspectorSeqs = [][]string{
+	{
+		chunk(chunkHead, `[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]`),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]`),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"lo \"x\""},"finish_reason":null}]`),
+		chunk(chunkHead, `[{"index":0,"delta":{},"finish_reason":"stop"}]`),
+		chunk(chunkHead, `[],"usage":{"prompt_tokens":3,"completion_tokens":2}`),
+	},
+	{ // the number before the ',' grows: the prefix must not match
+		`{"id":"chatcmpl-0123456789abcdef","created":1,"choices":[{"index":0,"delta":{"content":"a"}}]}`,
+		`{"id":"chatcmpl-0123456789abcdef","created":12,"choices":[{"index":0,"delta":{"content":"b"}}]}`,
+		`{"id":"chatcmpl-0123456789abcdef","created":1,"choices":[{"index":0,"delta":{"content":"c"}}]}`,
+	},
+	{ // error and model before choices come from the prefix
+		`{"model":"m-1","error":{"message":"boom"},"id":"same-prefix-long-enough","choices":[]}`,
+		`{"model":"m-1","error":{"message":"boom"},"id":"same-prefix-long-enough","choices":[{"index":0,"delta":{"content":"x"}}]}`,
+		`{"model":"m-1","error":{"message":"boom"},"id":"same-prefix-long-enough","choices":[],"model":"m-2","error":null}`,
+	},
+	{ // then broken after the same prefix
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"a"}}]`),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"a"}}`),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"a"}}],,`),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"b"}}]`),
+	},
+}
+
+// A ChatInspector gives InspectChat's answer for every frame of a stream.
+func checkInspector(t testing.TB, frames []string) {
+	var ci ChatInspector
+	for i, d := range frames {
+		fr := sse.Frame{Data: []byte(d), HasData: true}
+		want := InspectChat(fr)
+		got := ci.Inspect(fr)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("frame %d %q:\nChatInspector %+v\nInspectChat   %+v", i, d, got, want)
+		}
+	}
+}
+
+func TestChatInspector(t *testing.T) {
+	for _, seq := range inspectorSeqs {
+		checkInspector(t, seq)
+	}
+	// The memo is used: the second frame of a stream starts past the prefix.
+	var ci ChatInspector
+	ci.Inspect(sse.Frame{Data: []byte(inspectorSeqs[0][0]), HasData: true})
+	if want := len(chunkHead) - len(`"choices":`); len(ci.prefix) != want {
+		t.Fatalf("remembered prefix of %d bytes, want %d", len(ci.prefix), want)
+	}
+}
+
+func FuzzChatInspector(f *testing.F) {
+	for _, seq := range inspectorSeqs {
+		for i := 1; i < len(seq); i++ {
+			f.Add(seq[i-1], seq[i])
+		}
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		checkInspector(t, []string{a, b, a, b})
+	})
+}
+
+func BenchmarkChatInspector(b *testing.B) {
+	fr := data(chunkHead + `[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}]}`)
+	var ci ChatInspector
+	b.ReportAllocs()
+	for b.Loop() {
+		if ci.Inspect(fr).Kind != Content {
+			b.Fatal("kind")
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package jsonscan
 
 import (
-	"bytes"
 	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -372,6 +371,26 @@ func (o *Object) Next() (key []byte, escaped bool, vs, ve int, ok bool) {
 // Err reports whether iteration stopped on invalid input.
 func (o *Object) Err() bool { return o.state == 2 }
 
+// Pos is where the next call to Next starts scanning (just after the last
+// member's value), and Count the number of members returned so far: with
+// ResumeMembers they rebuild the iterator at this point.
+func (o *Object) Pos() int   { return o.i }
+func (o *Object) Count() int { return o.n }
+
+// ResumeMembers rebuilds, over b, an Object iterator that had returned n
+// members and stood at pos (Pos and Count). Use it only when b[:k] for
+// some k > pos, ending after the ',' that follows the last value, is
+// identical to the bytes the original iterator read up to there: those bytes
+// are then known valid and need no second scan (the ',' ends any number or
+// literal before it).
+func ResumeMembers(b []byte, pos, n int) Object {
+	o := Object{b: b, i: pos, n: n, depth: MaxDepth - 1}
+	if pos > len(b) || n < 0 {
+		o.state = 2
+	}
+	return o
+}
+
 // End is the index just after the closing '}' once Next returned false
 // without error.
 func (o *Object) End() int { return o.end }
@@ -660,24 +679,28 @@ func skipString(b []byte, i int) (end int, escaped bool) {
 	if i >= len(b) || b[i] != '"' {
 		return -1, false
 	}
-	start := i
-	i++
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return -1, false
+	for i++; i < len(b); i++ {
+		// Eight bytes at a time while none is a quote or a backslash.
+		for i+8 <= len(b) && !quoteOrBackslash8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
 		}
-		i += j
-		// The quote closes the literal unless an odd run of backslashes
-		// escapes it.
-		n := 0
-		for k := i - 1; k > start && b[k] == '\\'; k-- {
-			n++
+		if i >= len(b) {
+			break
 		}
-		if n%2 == 0 {
-			return i + 1, escaped || bytes.IndexByte(b[start+1:i], '\\') >= 0
+		switch b[i] {
+		case '"':
+			return i + 1, escaped
+		case '\\':
+			escaped = true
+			i++ // the escaped byte cannot end the literal
 		}
-		escaped = true
-		i++
 	}
+	return -1, false
+}
+
+// quoteOrBackslash8 is special8 without the control-character test.
+func quoteOrBackslash8(w uint64) bool {
+	q := w ^ ('"' * ones)
+	bs := w ^ ('\\' * ones)
+	return ((q-ones)&^q|(bs-ones)&^bs)&highs != 0
 }
