@@ -141,6 +141,14 @@ type failoverProcessor struct {
 	decidedRing []trace.TraceID        // eviction order of decided
 	decidedNext int
 
+	// all: the healthy ratio is 1, so every trace is kept and nothing is
+	// buffered: spans go on as they end (an open stream holds none of its
+	// ended spans), and only errored non-root spans are noted (errored),
+	// so the root's decision is counted as in the buffering mode.
+	all      bool
+	errored  map[trace.TraceID]struct{}
+	nErrored atomic.Int64
+
 	counts sampleCounters
 }
 
@@ -161,6 +169,8 @@ func newFailoverProcessor(next sdktrace.SpanProcessor, healthyRatio float64, clo
 		traces:           make(map[trace.TraceID]*pendingTrace),
 		decided:          make(map[trace.TraceID]bool, decidedMemory),
 		decidedRing:      make([]trace.TraceID, decidedMemory),
+		all:              healthyRatio >= 1,
+		errored:          make(map[trace.TraceID]struct{}),
 	}
 }
 
@@ -179,6 +189,10 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	id := sc.TraceID()
 	isRoot := !s.Parent().IsValid() || s.Parent().IsRemote()
 	isErr := s.Status().Code == codes.Error
+	if p.all {
+		p.keepAll(s, id, isRoot, isErr)
+		return
+	}
 
 	var (
 		forward []sdktrace.ReadOnlySpan // spans of swept or overflowing traces (rare)
@@ -258,6 +272,39 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	if self {
 		p.next.OnEnd(s)
 	}
+}
+
+// keepAll is OnEnd when every trace is kept: s goes on at once; a root
+// counts its trace's decision (Interesting, with the errors of its spans).
+func (p *failoverProcessor) keepAll(s sdktrace.ReadOnlySpan, id trace.TraceID, isRoot, isErr bool) {
+	switch {
+	case isRoot:
+		anyErr := isErr
+		if p.nErrored.Load() > 0 {
+			p.mu.Lock()
+			if _, ok := p.errored[id]; ok {
+				anyErr = true
+				delete(p.errored, id)
+				p.nErrored.Store(int64(len(p.errored)))
+			}
+			p.mu.Unlock()
+		}
+		if Interesting(s, anyErr) {
+			p.counts.interesting.Add(1)
+		} else {
+			p.counts.healthyKept.Add(1)
+		}
+	case isErr:
+		p.mu.Lock()
+		// Bounded like the buffer: past maxTraces (roots that never end,
+		// a leak) an error is only missing from the decision counter.
+		if len(p.errored) < p.maxTraces {
+			p.errored[id] = struct{}{}
+			p.nErrored.Store(int64(len(p.errored)))
+		}
+		p.mu.Unlock()
+	}
+	p.next.OnEnd(s)
 }
 
 func hasKey(m map[trace.TraceID]bool, id trace.TraceID) bool {

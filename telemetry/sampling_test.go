@@ -311,3 +311,34 @@ func TestRatioSamplerKeepsFailovers(t *testing.T) {
 		t.Fatalf("failover under an unsampled parent exported %d spans, want 4", got)
 	}
 }
+
+// At ratio 1 every trace is kept, so nothing is held: a child span is
+// exported when it ends (an open stream keeps none of its ended spans in
+// memory), and the decision counter still sees errors of child spans.
+func TestFailoverProcessorKeepAllPassesThrough(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	tr := h.tp.Tracer("test")
+	ctx, root := tr.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer))
+	_, hop := tr.Start(ctx, "chat m", trace.WithSpanKind(trace.SpanKindClient))
+	hop.SetStatus(codes.Error, "503")
+	hop.End()
+	if got := len(h.rec.Ended()); got != 1 {
+		t.Fatalf("the ended child was held: %d spans exported before the root ended, want 1", got)
+	}
+	if traces, spans := h.fp.pending(); traces != 0 || spans != 0 {
+		t.Fatalf("buffered %d traces, %d spans at ratio 1", traces, spans)
+	}
+	root.SetAttributes(healthyAttrs...)
+	root.End()
+	h.request(context.Background(), healthyAttrs, 1, false)
+	if got := len(h.rec.Ended()); got != 2+3 {
+		t.Fatalf("exported %d spans, want 5", got)
+	}
+	c := &h.fp.counts
+	if i, k, d := c.interesting.Load(), c.healthyKept.Load(), c.healthyDropped.Load(); i != 1 || k != 1 || d != 0 {
+		t.Fatalf("decisions interesting=%d healthy_kept=%d healthy_dropped=%d, want 1 1 0 (the errored child makes the first trace interesting)", i, k, d)
+	}
+	if n := h.fp.nErrored.Load(); n != 0 {
+		t.Fatalf("%d errored traces still noted after their roots ended", n)
+	}
+}
