@@ -79,15 +79,61 @@ func InspectChat(f sse.Frame) Info { return inspectChat(f, nil) }
 // when a frame starts with the bytes the previous frame validated up to
 // there, they are compared instead of scanned again. Results are those of
 // InspectChat. Not safe for concurrent use; the zero value is ready.
+//
+// Most chunks of a stream differ from the previous content chunk only in
+// the text: the inspector also remembers the last plain content chunk (text
+// of choice 0, no finish, tool call, usage or error) around its text
+// literal, and a frame that is those bytes around another non-empty string
+// literal is that chunk with another text: structure, validity and every
+// other field are the same.
 type ChatInspector struct {
 	prefix             []byte // previous frame up to and including the ',' before "choices"
 	pos, n             int    // object iterator state at that ',' (Pos, Count)
 	model              string // "model" and the spans of "error" and "usage" before it
 	errorVal, usageVal span
+
+	// The last plain content chunk before and after its text literal, and
+	// its Info without Text.
+	head, tail []byte
+	plain      Info
 }
 
 // Inspect classifies the next frame of the stream.
-func (ci *ChatInspector) Inspect(f sse.Frame) Info { return inspectChat(f, ci) }
+func (ci *ChatInspector) Inspect(f sse.Frame) Info {
+	if info, ok := ci.sameShape(f); ok {
+		return info
+	}
+	return inspectChat(f, ci)
+}
+
+// sameShape answers for a frame that is the remembered content chunk with
+// another non-empty text literal.
+func (ci *ChatInspector) sameShape(f sse.Frame) (Info, bool) {
+	data := f.Data
+	if len(ci.head) == 0 || f.Event != "" || !f.HasData || len(data) < len(ci.head)+len(ci.tail)+3 ||
+		!bytes.HasPrefix(data, ci.head) || !bytes.HasSuffix(data, ci.tail) {
+		return Info{}, false
+	}
+	s, e := len(ci.head), len(data)-len(ci.tail)
+	if end, _ := jsonscan.String(data, s); end != e {
+		return Info{}, false // not exactly one string literal in between
+	}
+	info := ci.plain
+	info.Text = unquote(data, span{s, e})
+	return info, true
+}
+
+// learn remembers a plain content chunk whose text is the literal at text.
+func (ci *ChatInspector) learn(data []byte, info Info, text span) {
+	if info.Kind != Content || info.FinishReason || info.ToolCalls || info.UsageOnly || info.Usage.Present ||
+		info.ErrorMessage != "" || !text.set() || text.e-text.s < 3 {
+		return
+	}
+	ci.head = append(ci.head[:0], data[:text.s]...)
+	ci.tail = append(ci.tail[:0], data[text.e:]...)
+	ci.plain = info
+	ci.plain.Text = nil
+}
 
 // minPrefix: shorter prefixes are not worth remembering.
 const minPrefix = 32
@@ -160,6 +206,7 @@ func inspectChat(f sse.Frame, memo *ChatInspector) Info {
 		info.Usage = parseUsage(data, usageVal)
 	}
 	content := false
+	var text span // the literal of info.Text
 	if choicesVal.set() && data[choicesVal.s] == '[' {
 		arr := jsonscan.ValidElements(data, choicesVal.s)
 		pos := 0
@@ -174,6 +221,7 @@ func inspectChat(f sse.Frame, memo *ChatInspector) Info {
 			info.ToolCalls = info.ToolCalls || c.toolCalls
 			if c.index0 && info.Text == nil && c.text.set() {
 				info.Text = unquote(data, c.text)
+				text = c.text
 			}
 			pos++
 		}
@@ -190,6 +238,9 @@ func inspectChat(f sse.Frame, memo *ChatInspector) Info {
 		info.Kind = Finish
 	default:
 		info.Kind = Hold
+	}
+	if memo != nil {
+		memo.learn(data, info, text)
 	}
 	return info
 }

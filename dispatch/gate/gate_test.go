@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -333,6 +334,17 @@ var inspectorSeqs = [][]string{
 		`{"model":"m-1","error":{"message":"boom"},"id":"same-prefix-long-enough","choices":[{"index":0,"delta":{"content":"x"}}]}`,
 		`{"model":"m-1","error":{"message":"boom"},"id":"same-prefix-long-enough","choices":[],"model":"m-2","error":null}`,
 	},
+	{ // same shape, another text: the remembered chunk answers, unless
+		// the text is empty, not one literal, or not a valid literal
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"Hel"},"logprobs":null,"finish_reason":null}]`),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"lo \"x\" \u00e9"},"logprobs":null,"finish_reason":null}]`),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":null}]`),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"a","content":"b"},"logprobs":null,"finish_reason":null}]`),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"a"b"},"logprobs":null,"finish_reason":null}]`),
+		chunk(chunkHead, "[{\"index\":0,\"delta\":{\"content\":\"ctl\x01\"},\"logprobs\":null,\"finish_reason\":null}]"),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"\\"},"logprobs":null,"finish_reason":null}]`),
+		chunk(chunkHead, `[{"index":0,"delta":{"content":"x"},"logprobs":null,"finish_reason":"stop"}]`),
+	},
 	{ // then broken after the same prefix
 		chunk(chunkHead, `[{"index":0,"delta":{"content":"a"}}]`),
 		chunk(chunkHead, `[{"index":0,"delta":{"content":"a"}}`),
@@ -364,6 +376,16 @@ func TestChatInspector(t *testing.T) {
 	if want := len(chunkHead) - len(`"choices":`); len(ci.prefix) != want {
 		t.Fatalf("remembered prefix of %d bytes, want %d", len(ci.prefix), want)
 	}
+	// A content chunk is remembered around its text, and the next one of the
+	// same shape is answered from it.
+	ci.Inspect(sse.Frame{Data: []byte(inspectorSeqs[0][1]), HasData: true})
+	if !bytes.HasSuffix(ci.head, []byte(`"content":`)) || !bytes.HasPrefix(ci.tail, []byte(`},"finish_reason":null}]}`)) {
+		t.Fatalf("remembered chunk head %q, tail %q", ci.head, ci.tail)
+	}
+	next := sse.Frame{Data: []byte(chunk(chunkHead, `[{"index":0,"delta":{"content":"p"},"finish_reason":null}]`)), HasData: true}
+	if info, ok := ci.sameShape(next); !ok || string(info.Text) != "p" || info.Kind != Content {
+		t.Fatalf("same-shape chunk not answered from the remembered one: %+v %v", info, ok)
+	}
 }
 
 func FuzzChatInspector(f *testing.F) {
@@ -377,13 +399,19 @@ func FuzzChatInspector(f *testing.F) {
 	})
 }
 
+// BenchmarkChatInspector: a stream's content chunks, each with its own text.
 func BenchmarkChatInspector(b *testing.B) {
-	fr := data(chunkHead + `[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}]}`)
+	var frames []sse.Frame
+	for _, w := range []string{" world", " and", " every", " token", `\n`, ` \"quoted\"`, " here", "."} {
+		frames = append(frames, data(chunkHead+`[{"index":0,"delta":{"content":"`+w+`"},"logprobs":null,"finish_reason":null}]}`))
+	}
 	var ci ChatInspector
 	b.ReportAllocs()
+	i := 0
 	for b.Loop() {
-		if ci.Inspect(fr).Kind != Content {
+		if ci.Inspect(frames[i%len(frames)]).Kind != Content {
 			b.Fatal("kind")
 		}
+		i++
 	}
 }

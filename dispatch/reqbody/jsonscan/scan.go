@@ -679,23 +679,25 @@ func skipString(b []byte, i int) (end int, escaped bool) {
 	if i >= len(b) || b[i] != '"' {
 		return -1, false
 	}
-	for i++; i < len(b); i++ {
-		// Eight bytes at a time while none is a quote or a backslash.
+	i++
+	for {
+		// Eight bytes at a time while none is a quote or a backslash, then
+		// byte by byte to the one that is.
 		for i+8 <= len(b) && !quoteOrBackslash8(binary.LittleEndian.Uint64(b[i:])) {
 			i += 8
 		}
+		for i < len(b) && b[i] != '"' && b[i] != '\\' {
+			i++
+		}
 		if i >= len(b) {
-			break
+			return -1, false
 		}
-		switch b[i] {
-		case '"':
+		if b[i] == '"' {
 			return i + 1, escaped
-		case '\\':
-			escaped = true
-			i++ // the escaped byte cannot end the literal
 		}
+		escaped = true
+		i += 2 // the escaped byte cannot end the literal
 	}
-	return -1, false
 }
 
 // quoteOrBackslash8 is special8 without the control-character test.
