@@ -63,7 +63,8 @@ func TestQuickRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, section := range []string{"## Targets", "## Throughput", "## Latency", "## Time to first token",
-		"## Failover paths", "## Memory per idle stream", "## Trace export", "## Go micro-benchmarks"} {
+		"## Failover paths", "## Memory per idle stream", "## Trace export", "## Go micro-benchmarks",
+		"What tracing costs", "hopgate-healthy10 / proxy", "hopgate-off / proxy"} {
 		if !strings.Contains(string(b), section) {
 			t.Errorf("report lacks %q", section)
 		}

@@ -146,8 +146,12 @@ type world struct {
 	sinkStop func()
 	targets  []target
 	hopgate  target
-	client   *http.Client
-	hgReqs   int64 // requests sent to the measured gateway
+	// variants: hopgate with less tracing (throughput only), and their
+	// processes.
+	variants   []target
+	variantGWs []*child
+	client     *http.Client
+	hgReqs     int64 // requests sent to the measured gateway
 
 	peerErrors []string // first error line each peer logged
 }
@@ -214,7 +218,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	for _, wl := range []workload{wlComplete, wlStream} {
 		w.logf("throughput at %s, %s", maxMode, wl.name)
-		res.throughput[wl.name] = w.rounds(w.targets, wl, maxMode, func(round int, t target, d time.Duration) func() {
+		res.throughput[wl.name] = w.rounds(append(w.targets[:len(w.targets):len(w.targets)], w.variants...), wl, maxMode, func(round int, t target, d time.Duration) func() {
 			if o.profileDir == "" || round != 0 || t.name != "hopgate" {
 				return nil
 			}
@@ -289,6 +293,23 @@ func (w *world) start() error {
 	proxy := target{name: "proxy", url: "http://" + w.proxy.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.proxy.pid()}
 	w.hopgate = target{name: "hopgate", url: "http://" + w.gw.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.gw.pid()}
 	w.targets = []target{direct, proxy, w.hopgate}
+	// The variants export to a sink of their own: the export table counts
+	// the measured gateway's spans only.
+	vSrv, vAddr, err := serveLoopback(newOTLPSink())
+	if err != nil {
+		return err
+	}
+	sinkStop := w.sinkStop
+	w.sinkStop = func() { sinkStop(); vSrv.Close() }
+	for _, v := range []string{tracingHealthy10, tracingOff} {
+		gw, err := startRole(roleGateway, envUpstream+"="+upAddr, envOTLP+"=http://"+vAddr, envTracing+"="+v)
+		if err != nil {
+			return err
+		}
+		w.variantGWs = append(w.variantGWs, gw)
+		w.variants = append(w.variants, target{name: "hopgate-" + v, url: "http://" + gw.addrs["main"] + "/v1/chat/completions",
+			header: baseHeader(), model: modelBench, pid: gw.pid()})
+	}
 	for _, name := range w.o.peers {
 		p := startPeer(name, upAddr, w.o.log)
 		w.peers = append(w.peers, p)
@@ -310,6 +331,10 @@ func (w *world) close() {
 			w.peerErrors = append(w.peerErrors, fmt.Sprintf("%s logged: %s", p.name, e))
 		}
 	}
+	for _, c := range w.variantGWs {
+		c.stop()
+	}
+	w.variantGWs = nil
 	for _, c := range []**child{&w.gw, &w.proxy, &w.up} {
 		if *c != nil {
 			(*c).stop()

@@ -273,24 +273,58 @@ func (r *results) skipVerdict() (bool, string) {
 func (r *results) renderThroughput(p printer) {
 	p("## Throughput at fixed concurrency (%d workers, closed loop)", r.opts.workers)
 	p("")
+	mxs := []*matrix{r.throughput[wlComplete.name], r.throughput[wlStream.name]}
+	var targets, variants []string
+	if mxs[0] != nil {
+		for _, t := range mxs[0].targets {
+			if strings.HasPrefix(t, "hopgate-") {
+				variants = append(variants, t)
+			} else {
+				targets = append(targets, t)
+			}
+		}
+	}
 	head := "| workload |"
 	sep := "| --- |"
-	for _, t := range r.targets {
+	for _, t := range targets {
 		head += " " + t + " (req/s) |"
 		sep += " ---: |"
 	}
 	p("%s hopgate / proxy | hopgate / direct |", head)
 	p("%s ---: | ---: |", sep)
-	for _, wl := range []workload{wlComplete, wlStream} {
-		mx := r.throughput[wl.name]
-		row := "| " + wl.name + " |"
-		for _, t := range r.targets {
+	for _, mx := range mxs {
+		if mx == nil {
+			continue
+		}
+		row := "| " + mx.wl.name + " |"
+		for _, t := range targets {
 			row += " " + fmtRPS(med(mx, t, rpsOf)) + " |"
 		}
 		p("%s %s | %s |", row, fmtRatio(ratio(mx, "hopgate", "proxy", rpsOf)), fmtRatio(ratio(mx, "hopgate", "direct", rpsOf)))
 	}
 	p("")
 	p("Ratios are medians of per-round ratios (each round measured every target back to back).")
+	p("")
+	if len(variants) == 0 {
+		return
+	}
+	p("What tracing costs: the same rounds included two more hopgate processes, identical but for")
+	p("tracing. *%s*: `telemetry.healthy_sample_ratio: 0.1` (every request here is healthy, so about", "hopgate-"+tracingHealthy10)
+	p("one trace in ten is exported; failover, timeout and error traces would all be kept).")
+	p("*%s*: `OTEL_TRACES_SAMPLER=always_off` (no spans; metrics and logs as usual).", "hopgate-"+tracingOff)
+	p("")
+	p("| workload | hopgate, 100 %% exported / proxy | %s / proxy | %s / proxy |", variants[0], strings.Join(variants[1:], " / proxy | "))
+	p("| --- | ---: | ---: | ---: |")
+	for _, mx := range mxs {
+		if mx == nil {
+			continue
+		}
+		row := fmt.Sprintf("| %s | %s |", mx.wl.name, fmtRatio(ratio(mx, "hopgate", "proxy", rpsOf)))
+		for _, v := range variants {
+			row += " " + fmtRatio(ratio(mx, v, "proxy", rpsOf)) + " |"
+		}
+		p("%s", row)
+	}
 	p("")
 }
 

@@ -31,6 +31,9 @@ const (
 	envRole     = "HOPBENCH_ROLE"
 	envUpstream = "HOPBENCH_UPSTREAM" // host:port of the fast upstream
 	envOTLP     = "HOPBENCH_OTLP"     // base URL of the OTLP sink
+	// envTracing selects the gateway's tracing: "" exports every trace,
+	// tracingHealthy10 keeps 10 % of healthy traces, tracingOff samples none.
+	envTracing = "HOPBENCH_TRACING"
 )
 
 // Roles a child process can take.
@@ -163,6 +166,12 @@ func runRole(role string, in io.Reader, out io.Writer) error {
 	return nil
 }
 
+// Values of envTracing, also the suffixes of the targets' names.
+const (
+	tracingHealthy10 = "healthy10"
+	tracingOff       = "off"
+)
+
 // startGateway starts hopgate the way `hopgate serve` does, with its
 // telemetry configured by OTEL_* variables pointing at the sink: 100 % of
 // traces exported over OTLP/HTTP, metrics recorded and served on admin.
@@ -182,13 +191,26 @@ func startGateway(ctx context.Context) (*gateway.Gateway, *telemetry.Telemetry, 
 		return nil, nil, nil, fmt.Errorf("gateway config: %w", err)
 	}
 	otlp := os.Getenv(envOTLP)
+	ratio, sampler := cfg.Telemetry.HealthySampleRatio, ""
+	switch v := os.Getenv(envTracing); v {
+	case "":
+	case tracingHealthy10:
+		ratio = 0.1
+	case tracingOff:
+		sampler = "always_off"
+	default:
+		return nil, nil, nil, fmt.Errorf("%s=%q: want %q or %q", envTracing, v, tracingHealthy10, tracingOff)
+	}
 	tel, err := telemetry.Setup(ctx, telemetry.Options{
 		ServiceVersion: "hopbench",
 		Region:         cfg.Region,
-		HealthyRatio:   cfg.Telemetry.HealthySampleRatio,
+		HealthyRatio:   ratio,
 		Getenv: func(k string) string {
-			if k == "OTEL_EXPORTER_OTLP_ENDPOINT" {
+			switch k {
+			case "OTEL_EXPORTER_OTLP_ENDPOINT":
 				return otlp
+			case "OTEL_TRACES_SAMPLER":
+				return sampler
 			}
 			return ""
 		},
