@@ -148,6 +148,11 @@ type failoverProcessor struct {
 	all      bool
 	errored  map[trace.TraceID]struct{}
 	nErrored atomic.Int64
+	// erroredRing evicts the oldest noted trace once full, so notes of
+	// traces whose root never comes (a span ending after its root) cannot
+	// pile up.
+	erroredRing []trace.TraceID
+	erroredNext int
 
 	counts sampleCounters
 }
@@ -171,6 +176,7 @@ func newFailoverProcessor(next sdktrace.SpanProcessor, healthyRatio float64, clo
 		decidedRing:      make([]trace.TraceID, decidedMemory),
 		all:              healthyRatio >= 1,
 		errored:          make(map[trace.TraceID]struct{}),
+		erroredRing:      make([]trace.TraceID, decidedMemory),
 	}
 }
 
@@ -296,9 +302,14 @@ func (p *failoverProcessor) keepAll(s sdktrace.ReadOnlySpan, id trace.TraceID, i
 		}
 	case isErr:
 		p.mu.Lock()
-		// Bounded like the buffer: past maxTraces (roots that never end,
-		// a leak) an error is only missing from the decision counter.
-		if len(p.errored) < p.maxTraces {
+		if _, ok := p.errored[id]; !ok {
+			// A bounded ring: the oldest note goes (if its root has not
+			// come yet, its trace only misses from the decision counter).
+			if old := p.erroredRing[p.erroredNext]; old.IsValid() {
+				delete(p.errored, old)
+			}
+			p.erroredRing[p.erroredNext] = id
+			p.erroredNext = (p.erroredNext + 1) % len(p.erroredRing)
 			p.errored[id] = struct{}{}
 			p.nErrored.Store(int64(len(p.errored)))
 		}

@@ -342,3 +342,19 @@ func TestFailoverProcessorKeepAllPassesThrough(t *testing.T) {
 		t.Fatalf("%d errored traces still noted after their roots ended", n)
 	}
 }
+
+// Notes of errored spans whose root never ends here are bounded: the
+// oldest goes.
+func TestFailoverProcessorKeepAllErroredBounded(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	tr := h.tp.Tracer("test")
+	for range decidedMemory + 10 {
+		ctx, _ := tr.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer)) // never ends
+		_, hop := tr.Start(ctx, "chat m", trace.WithSpanKind(trace.SpanKindClient))
+		hop.SetStatus(codes.Error, "503")
+		hop.End()
+	}
+	if n := h.fp.nErrored.Load(); n != decidedMemory {
+		t.Fatalf("%d errored traces noted, want the bound %d", n, decidedMemory)
+	}
+}

@@ -355,13 +355,21 @@ var inspectorSeqs = [][]string{
 
 // A ChatInspector gives InspectChat's answer for every frame of a stream.
 func checkInspector(t testing.TB, frames []string) {
-	var ci ChatInspector
+	fs := make([]sse.Frame, len(frames))
 	for i, d := range frames {
-		fr := sse.Frame{Data: []byte(d), HasData: true}
+		fs[i] = sse.Frame{Data: []byte(d), HasData: true}
+	}
+	checkInspectorFrames(t, fs)
+}
+
+func checkInspectorFrames(t testing.TB, frames []sse.Frame) {
+	var ci ChatInspector
+	for i, fr := range frames {
+		d := fr.Data
 		want := InspectChat(fr)
 		got := ci.Inspect(fr)
 		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("frame %d %q:\nChatInspector %+v\nInspectChat   %+v", i, d, got, want)
+			t.Fatalf("frame %d %q (event %q, data %v):\nChatInspector %+v\nInspectChat   %+v", i, d, fr.Event, fr.HasData, got, want)
 		}
 	}
 }
@@ -391,11 +399,14 @@ func TestChatInspector(t *testing.T) {
 func FuzzChatInspector(f *testing.F) {
 	for _, seq := range inspectorSeqs {
 		for i := 1; i < len(seq); i++ {
-			f.Add(seq[i-1], seq[i])
+			f.Add(seq[i-1], seq[i], "", false)
 		}
 	}
-	f.Fuzz(func(t *testing.T, a, b string) {
-		checkInspector(t, []string{a, b, a, b})
+	// The second frame also varies in its event name and in having data.
+	f.Fuzz(func(t *testing.T, a, b, event string, noData bool) {
+		fa := sse.Frame{Data: []byte(a), HasData: true}
+		fb := sse.Frame{Data: []byte(b), HasData: !noData, Event: event}
+		checkInspectorFrames(t, []sse.Frame{fa, fb, fa, fb})
 	})
 }
 
