@@ -273,6 +273,8 @@ func TestValidationErrors(t *testing.T) {
 			skeleton("", "", "policy: {breaker: {failures: 1000000000}}\n"), 7, `failures in breaker in policy must be at most 1000, not 1000000000`},
 		{"min_requests absurd", "a rate breaker that never judges is not a breaker",
 			skeleton(", breaker: {mode: rate, min_requests: 2000000}", "", ""), 3, `min_requests in breaker of channel "a" must be at most 1000000`},
+		{"window absurd", "the rate breaker allocates one bucket per second of its window up front",
+			skeleton(", breaker: {mode: rate, window: 1000h}", "", ""), 3, `window in breaker of channel "a" must be at most 60m, not 1000h`},
 		{"failures zero", "a breaker opening on 0 failures is always open",
 			skeleton("", "", "policy: {breaker: {failures: 0}}\n"), 7, `failures in breaker in policy must be at least 1`},
 		{"negative retries", "retries are a count",

@@ -290,10 +290,12 @@ func (p *parser) count(n *yaml.Node, what string, min int64) val[int] {
 
 // Upper bounds of breaker counts. The count breaker keeps one timestamp per
 // failure, allocated up front, so `failures: 1000000000` would allocate
-// gigabytes per channel; no real policy needs more than these.
+// gigabytes per channel; no real policy needs more than these. The rate
+// breaker keeps one bucket per second of its window, allocated up front.
 const (
 	MaxBreakerFailures    = 1000
 	MaxBreakerMinRequests = 1_000_000
+	MaxBreakerWindow      = time.Hour
 )
 
 // countMax is count with an upper bound.

@@ -92,7 +92,7 @@
 //
 //	key            count default   rate default   notes
 //	mode           count           rate           count | rate; the chat profile implies rate
-//	window         5m              60s            > 0; sliding (count) or rolling (rate) window
+//	window         5m              60s            (0, 1h]; sliding (count) or rolling (rate) window
 //	failures       3               3              int in [1, 1000]; count: failures in the window that open
 //	cooldown       60s             60s            > 0; open time before the half-open trial
 //	threshold      0.25            0.25           in (0, 1]; rate: error rate that opens

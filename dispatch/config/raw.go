@@ -191,8 +191,14 @@ func (p *parser) telemetry(n *yaml.Node) rawTelemetry {
 func (p *parser) breaker(n *yaml.Node, ctx string) rawBreaker {
 	var b rawBreaker
 	p.mapping(n, ctx, fields{
-		"mode":     func(_, v *yaml.Node) { b.mode = p.enum(v, in("mode", ctx), BreakerCount, BreakerRate) },
-		"window":   func(_, v *yaml.Node) { b.window = p.duration(v, in("window", ctx), true) },
+		"mode": func(_, v *yaml.Node) { b.mode = p.enum(v, in("mode", ctx), BreakerCount, BreakerRate) },
+		"window": func(_, v *yaml.Node) {
+			b.window = p.duration(v, in("window", ctx), true)
+			if b.window.set && b.window.v > MaxBreakerWindow {
+				p.errorf(b.window.node, "%s must be at most %s, not %s", in("window", ctx), dur(MaxBreakerWindow), b.window.node.Value)
+				b.window = val[time.Duration]{}
+			}
+		},
 		"failures": func(_, v *yaml.Node) { b.failures = p.countMax(v, in("failures", ctx), 1, MaxBreakerFailures) },
 		"cooldown": func(_, v *yaml.Node) { b.cooldown = p.duration(v, in("cooldown", ctx), true) },
 		"threshold": func(_, v *yaml.Node) {
