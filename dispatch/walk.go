@@ -113,20 +113,12 @@ func (e *Engine) begin(w http.ResponseWriter, r *http.Request, req *Request) *ca
 	c.steps, c.statuses = c.stepsBuf[:0], c.statusesBuf[:0]
 	c.requestID = RequestID(r.Context())
 
-	// Attributes go in at start and once at the end: the SDK copies them
-	// into the span at every call.
-	startAttrs := [3]attribute.KeyValue{
-		attribute.String(telemetry.AttrModel, req.Model.Name),
-		attribute.String(telemetry.AttrChain, e.cached(chainKey{req.Model}, func() string { return chainString(req.Model) })),
-		attribute.String(telemetry.AttrTenant, req.Tenant),
-	}
-	nStart := 2
-	if req.Tenant != "" {
-		nStart = 3
-	}
+	// The dispatch span gets all its attributes in one call at the end
+	// (end): the SDK copies attributes into the span at every call and
+	// regrows its slice for each call after Start. None of them is for
+	// samplers (hopgate's own names, no semantic convention).
 	ctx, span := e.tel.Tracer.Start(r.Context(), e.cached(dispatchNameKey{req.Model}, func() string { return telemetry.SpanDispatch + " " + req.Model.Name }),
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(startAttrs[:nStart]...))
+		trace.WithSpanKind(trace.SpanKindInternal))
 	c.span = span
 
 	// The chain deadline ends the request with the degraded reply unless an
@@ -157,17 +149,23 @@ func (c *call) release() {
 func (c *call) end(r *http.Request) Result {
 	e, req, span := c.e, c.req, c.span
 	path := telemetry.FormatPath(c.steps)
-	endAttrs := [4]attribute.KeyValue{
+	attrs := [7]attribute.KeyValue{
+		attribute.String(telemetry.AttrModel, req.Model.Name),
+		attribute.String(telemetry.AttrChain, e.cached(chainKey{req.Model}, func() string { return chainString(req.Model) })),
 		attribute.Int(telemetry.AttrHops, c.attempts),
 		attribute.String(telemetry.AttrOutcome, c.outcome),
 		attribute.String(telemetry.AttrFailoverPath, path),
 	}
-	nEnd := 3
-	if c.served != nil {
-		endAttrs[3] = attribute.String(telemetry.AttrServedModel, c.served.Name)
-		nEnd = 4
+	n := 5
+	if req.Tenant != "" {
+		attrs[n] = attribute.String(telemetry.AttrTenant, req.Tenant)
+		n++
 	}
-	span.SetAttributes(endAttrs[:nEnd]...)
+	if c.served != nil {
+		attrs[n] = attribute.String(telemetry.AttrServedModel, c.served.Name)
+		n++
+	}
+	span.SetAttributes(attrs[:n]...)
 	if c.outcome != OutcomeOK && c.outcome != OutcomeFailoverOK {
 		span.SetStatus(codes.Error, c.outcome)
 	}
