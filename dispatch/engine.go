@@ -212,6 +212,8 @@ type Request struct {
 	// Path is appended to the channel base URL, e.g. "/chat/completions".
 	Path string
 	// Body is the client body as received; only the model field is rewritten.
+	// Serve sets it to nil once it has committed a streamed answer that no
+	// later hop can need (every hop but a mid-stream resume is over then).
 	Body   []byte
 	Fields reqbody.Fields
 	// ContentType of the body (multipart uploads keep their boundary).

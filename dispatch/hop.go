@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -222,10 +221,15 @@ func (c *call) send(hopCtx context.Context, hs *hopSpan, cancelHop context.Cance
 		return nil, hopResult{class: classify.Retryable, label: "rewrite_error"}, false
 	}
 	u := ch.BaseURL + c.req.Path
-	req, err := http.NewRequestWithContext(hctx, http.MethodPost, u, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(hctx, http.MethodPost, u, nil)
 	if err != nil {
 		span.RecordError(err)
 		return nil, hopResult{class: classify.Retryable, label: "request_error"}, false
+	}
+	if len(body) > 0 {
+		held := &heldBody{b: body}
+		req.Body, req.GetBody, req.ContentLength = &upstreamBody{b: body}, held.get, int64(len(body))
+		defer held.release()
 	}
 	ct := c.req.ContentType
 	if ct == "" {
@@ -279,6 +283,44 @@ func (c *call) send(hopCtx context.Context, hs *hopSpan, cancelHop context.Cance
 	hs.status = resp.StatusCode
 	return resp, hopResult{}, true
 }
+
+// upstreamBody is a hop's request body that lets go of its bytes at EOF:
+// the transport keeps the request until the response body is closed, and
+// an open stream must not keep a copy of the prompt for its whole life.
+// Close does nothing: the transport may call it while another goroutine
+// still reads.
+type upstreamBody struct{ b []byte }
+
+func (u *upstreamBody) Read(p []byte) (int, error) {
+	if len(u.b) == 0 {
+		u.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, u.b)
+	if u.b = u.b[n:]; len(u.b) == 0 {
+		u.b = nil
+	}
+	return n, nil
+}
+
+func (u *upstreamBody) Close() error { return nil }
+
+// heldBody backs the request's GetBody (the transport replays the body
+// when a reused connection fails before the request was written). The
+// transport only calls it inside RoundTrip, so once send has its answer
+// the bytes are released.
+type heldBody struct{ b []byte }
+
+var errBodyReleased = errors.New("request body already released")
+
+func (h *heldBody) get() (io.ReadCloser, error) {
+	if h.b == nil {
+		return nil, errBodyReleased
+	}
+	return &upstreamBody{b: h.b}, nil
+}
+
+func (h *heldBody) release() { h.b = nil }
 
 // roundTrip sends req on the engine's transport; errors read as
 // http.Client's do (`Post "URL": cause`), which traces and logs show.

@@ -49,6 +49,7 @@ func (c *call) passthrough(hopCtx context.Context, span trace.Span, cancelHop co
 	if !c.commit() {
 		return c.lostCommit(hopCtx)
 	}
+	c.dropBody()
 	h := c.w.Header()
 	h.Set("Content-Type", resp.Header.Get("Content-Type"))
 	if resp.ContentLength >= 0 {

@@ -155,6 +155,9 @@ func (c *call) stream(hopCtx, hctx context.Context, span trace.Span, cancelHop c
 	if !committed {
 		return res
 	}
+	if !st.keepText {
+		c.dropBody() // only a resume would send it again
+	}
 	return c.pass(hopCtx, hctx, span, cancelHop, m, entry, st, rd, inspect, feed, awaiting)
 }
 
@@ -389,6 +392,10 @@ func (c *call) afterCommit(hopCtx, hctx context.Context, span trace.Span, m *con
 	}
 	return hopResult{}, false
 }
+
+// dropBody lets go of the client body once an answer is committed that no
+// later hop can need: an open stream then holds no copy of the prompt.
+func (c *call) dropBody() { c.req.Body = nil }
 
 // flushPending flushes frames written without a flush.
 func (c *call) flushPending(st *streamState) {

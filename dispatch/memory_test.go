@@ -1,0 +1,72 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hopgate/hopgate/dispatch/sse"
+)
+
+// An open stream keeps no copy of its prompt: neither the client body (no
+// hop can need it after commit without mid_stream: resume) nor the body
+// sent upstream (the transport holds the request until the response body
+// is closed). With either copy kept, every stream below would hold at
+// least promptSize more bytes.
+func TestOpenStreamHoldsNoPrompt(t *testing.T) {
+	const (
+		streams    = 16
+		promptSize = 256 << 10
+	)
+	up := &idleStreams{release: make(chan struct{})}
+	h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{"a": up}}, twoChannels("m", "m", ""), "b")
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", promptSize) + `"}]}`
+
+	before, _ := heapNow()
+	resps := make([]*http.Response, streams)
+	var wg sync.WaitGroup
+	for k := range streams {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, h.gw.URL+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+channelKey)
+			resp, err := h.client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resps[k] = resp
+			rd := sse.NewReader(resp.Body, 0)
+			for {
+				f, err := rd.Next()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if bytes.Contains(f.Data, []byte("tok1")) {
+					return // committed and idle
+				}
+			}
+		})
+	}
+	wg.Wait()
+	after, _ := heapNow()
+	close(up.release)
+	for _, r := range resps {
+		if r != nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	per := int64(after-before) / streams
+	t.Logf("heap per open stream with a %d KiB prompt: %d KiB", promptSize>>10, per>>10)
+	if per >= promptSize/2 {
+		t.Fatalf("each open stream holds %d KiB of heap with a %d KiB prompt: a copy of the prompt is kept", per>>10, promptSize>>10)
+	}
+}
