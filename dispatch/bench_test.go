@@ -2,7 +2,6 @@ package dispatch_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -139,46 +137,14 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 				}
 				before, stack0 := heapNow()
 				g0 := runtime.NumGoroutine()
-				resps := make([]*http.Response, n)
-				var wg sync.WaitGroup
-				for k := range n {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(chat(true)))
-						req.Header.Set("Authorization", "Bearer "+channelKey)
-						resp, err := h.client.Do(req)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						resps[k] = resp // closed below, whatever happens next
-						rd := sse.NewReader(resp.Body, 0)
-						for {
-							f, err := rd.Next()
-							if err != nil {
-								b.Error(err)
-								return
-							}
-							if bytes.Contains(f.Data, []byte("tok1")) {
-								break
-							}
-						}
-					}()
-				}
-				wg.Wait()
+				resps := openIdle(b, h.client, url, chat(true), n)
 				after, stack1 := heapNow()
 				g1 := runtime.NumGoroutine()
 				b.ReportMetric(float64(after-before)/n, "heap-B/stream")
 				b.ReportMetric(float64(stack1-stack0)/n, "stack-B/stream")
 				b.ReportMetric(float64(g1-g0)/n, "goroutines/stream")
 				close(up.release)
-				for _, r := range resps {
-					if r != nil {
-						_, _ = io.Copy(io.Discard, r.Body)
-						r.Body.Close()
-					}
-				}
+				closeAll(resps)
 			}
 		})
 	}

@@ -27,40 +27,10 @@ func TestOpenStreamHoldsNoPrompt(t *testing.T) {
 	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", promptSize) + `"}]}`
 
 	before, _ := heapNow()
-	resps := make([]*http.Response, streams)
-	var wg sync.WaitGroup
-	for k := range streams {
-		wg.Go(func() {
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, h.gw.URL+"/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+channelKey)
-			resp, err := h.client.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			resps[k] = resp
-			rd := sse.NewReader(resp.Body, 0)
-			for {
-				f, err := rd.Next()
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if bytes.Contains(f.Data, []byte("tok1")) {
-					return // committed and idle
-				}
-			}
-		})
-	}
-	wg.Wait()
+	resps := openIdle(t, h.client, h.gw.URL+"/v1/chat/completions", body, streams)
 	after, _ := heapNow()
 	close(up.release)
-	for _, r := range resps {
-		if r != nil {
-			_, _ = io.Copy(io.Discard, r.Body)
-			r.Body.Close()
-		}
-	}
+	closeAll(resps)
 	if t.Failed() {
 		return
 	}
@@ -68,5 +38,49 @@ func TestOpenStreamHoldsNoPrompt(t *testing.T) {
 	t.Logf("heap per open stream with a %d KiB prompt: %d KiB", promptSize>>10, per>>10)
 	if per >= promptSize/2 {
 		t.Fatalf("each open stream holds %d KiB of heap with a %d KiB prompt: a copy of the prompt is kept", per>>10, promptSize>>10)
+	}
+}
+
+// openIdle opens n streams at once and returns when each has delivered its
+// first content frame ("tok1", see idleStreams): committed and idle. A
+// stream that failed is nil (and reported with tb.Error); the caller
+// closes the rest with closeAll.
+func openIdle(tb testing.TB, client *http.Client, url, body string, n int) []*http.Response {
+	resps := make([]*http.Response, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+channelKey)
+			resp, err := client.Do(req)
+			if err != nil {
+				tb.Error(err)
+				return
+			}
+			resps[k] = resp // closed by closeAll, whatever happens next
+			rd := sse.NewReader(resp.Body, 0)
+			for {
+				f, err := rd.Next()
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				if bytes.Contains(f.Data, []byte("tok1")) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return resps
+}
+
+// closeAll drains and closes the responses of openIdle.
+func closeAll(resps []*http.Response) {
+	for _, r := range resps {
+		if r != nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+		}
 	}
 }
