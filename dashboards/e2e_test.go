@@ -46,8 +46,8 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("traffic: %s", s.summary())
-			t.Logf("gateway log (tail):\n%s", s.log.tail(20))
-			t.Logf("prometheus log (tail):\n%s", prom.log.tail(20))
+			t.Logf("gateway log (tail):\n%s", s.log.Tail(20))
+			t.Logf("prometheus log (tail):\n%s", prom.log.Tail(20))
 		}
 	})
 	ctx := t.Context()

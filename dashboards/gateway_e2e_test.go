@@ -17,6 +17,8 @@ import (
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/telemetry"
+
+	"github.com/hopgate/hopgate/internal/testkit"
 )
 
 // The scenario's names. Three healthy-by-default channels serve the chat
@@ -79,7 +81,7 @@ models:
 type scenario struct {
 	gw    *gateway.Gateway
 	fakes map[string]*upstream.Server
-	log   *syncBuffer // the gateway's slog output, shown on failure
+	log   *testkit.SyncBuffer // the gateway's slog output, shown on failure
 
 	mu       sync.Mutex
 	statuses map[string]map[int]int // model → HTTP status → count
@@ -87,7 +89,7 @@ type scenario struct {
 
 func startScenario(t *testing.T) *scenario {
 	t.Helper()
-	s := &scenario{fakes: map[string]*upstream.Server{}, log: &syncBuffer{}, statuses: map[string]map[int]int{}}
+	s := &scenario{fakes: map[string]*upstream.Server{}, log: &testkit.SyncBuffer{}, statuses: map[string]map[int]int{}}
 	urls := map[string]string{}
 	for _, id := range []string{chCheap, chMid, chDear, chSlow} {
 		u := upstream.New(upstream.Options{Name: id, Models: []string{upstreamModel}})
@@ -96,7 +98,7 @@ func startScenario(t *testing.T) *scenario {
 		s.fakes[id] = u
 		urls[id] = srv.URL + "/v1"
 	}
-	yml := fmt.Sprintf(scenarioYAML, freeAddr(t), freeAddr(t), urls[chCheap], urls[chMid], urls[chDear], urls[chSlow])
+	yml := fmt.Sprintf(scenarioYAML, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), urls[chCheap], urls[chMid], urls[chDear], urls[chSlow])
 	cfg, err := config.Parse([]byte(yml), nil)
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yml)

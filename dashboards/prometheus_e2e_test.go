@@ -1,14 +1,12 @@
 package dashboards_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,9 +14,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/hopgate/hopgate/internal/testkit"
 )
 
 // prometheusBin finds the Prometheus binary the way `make test` provides it:
@@ -44,51 +43,10 @@ func prometheusBin(t *testing.T) string {
 	return bin
 }
 
-// freeAddr returns a loopback address that was free a moment ago. Another
-// process may take it before we bind; the caller then fails loudly.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
-// syncBuffer collects a child process's output (written by exec's copy
-// goroutine, read by the test).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// tail returns the last n lines of the buffer, for failure messages.
-func (s *syncBuffer) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(s.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // promServer is a real Prometheus process scraping one target every second.
 type promServer struct {
 	url       string
-	log       *syncBuffer
+	log       *testkit.SyncBuffer
 	exemplars bool // exemplar storage is on (the feature flag was accepted)
 	client    *http.Client
 }
@@ -129,8 +87,8 @@ scrape_configs:
 
 func tryStartPrometheus(t *testing.T, bin, cfgPath, dir string) (*promServer, string, bool) {
 	t.Helper()
-	addr := freeAddr(t)
-	log := &syncBuffer{}
+	addr := testkit.LoopbackAddr(t)
+	log := &testkit.SyncBuffer{}
 	cmd := exec.Command(bin,
 		"--config.file="+cfgPath,
 		"--storage.tsdb.path="+filepath.Join(dir, "data-"+addr[strings.LastIndexByte(addr, ':')+1:]),
@@ -159,7 +117,7 @@ func tryStartPrometheus(t *testing.T, bin, cfgPath, dir string) (*promServer, st
 	for {
 		select {
 		case <-exited:
-			return nil, log.tail(30), false
+			return nil, log.Tail(30), false
 		default:
 		}
 		resp, err := p.client.Get(p.url + "/-/ready")
@@ -170,7 +128,7 @@ func tryStartPrometheus(t *testing.T, bin, cfgPath, dir string) (*promServer, st
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready within 30 s (last error %v):\n%s", err, log.tail(30))
+			t.Fatalf("prometheus not ready within 30 s (last error %v):\n%s", err, log.Tail(30))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+
+	"github.com/hopgate/hopgate/internal/testkit"
 )
 
 // TestCheckReportsEveryMistake: `hopgate check` on a config with three
@@ -151,17 +152,7 @@ func binaryFixture(t *testing.T) (bin string, us *httptest.Server, addr, adminAd
 	up := upstream.New(upstream.Options{})
 	us = httptest.NewServer(up)
 	t.Cleanup(func() { up.Close(); us.Close() })
-	return bin, us, freeAddr(t), freeAddr(t), filepath.Join(t.TempDir(), "hopgate.yaml")
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return bin, us, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), filepath.Join(t.TempDir(), "hopgate.yaml")
 }
 
 func waitReady(t *testing.T, url string) {

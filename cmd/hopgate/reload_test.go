@@ -8,29 +8,12 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hopgate/hopgate/internal/testkit"
 )
-
-// syncLog is the child's stderr, readable while it runs.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestServeReloadsOnSIGHUP runs the real binary: SIGHUP with a changed
 // valid file installs it (a new model appears in /v1/models); SIGHUP with
@@ -54,7 +37,7 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	}
 	write("m1")
 	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--drain-timeout", "2s")
-	logs := &syncLog{}
+	logs := &testkit.SyncBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -2,9 +2,7 @@ package gateway_test
 
 import (
 	"context"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,14 +12,16 @@ import (
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/telemetry"
+
+	"github.com/hopgate/hopgate/internal/testkit"
 )
 
 // parseLoopbackConfig parses yml with {{listen}} and {{admin}} replaced by
 // free loopback addresses; env feeds api_key_env and token_env.
 func parseLoopbackConfig(t *testing.T, yml string, env map[string]string) *config.Config {
 	t.Helper()
-	yml = strings.ReplaceAll(yml, "{{listen}}", loopbackAddr(t))
-	yml = strings.ReplaceAll(yml, "{{admin}}", loopbackAddr(t))
+	yml = strings.ReplaceAll(yml, "{{listen}}", testkit.LoopbackAddr(t))
+	yml = strings.ReplaceAll(yml, "{{admin}}", testkit.LoopbackAddr(t))
 	cfg, err := config.Parse([]byte(yml), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yml)
@@ -60,33 +60,4 @@ func startTestGateway(t *testing.T, cfg *config.Config, healthyRatio float64, o 
 		_ = tel.Shutdown(ctx)
 	})
 	return gw, tel, spans
-}
-
-// syncBuffer is a strings.Builder safe for the gateway's concurrent logging.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// loopbackAddr reserves a free 127.0.0.1 port and releases it for the caller.
-func loopbackAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

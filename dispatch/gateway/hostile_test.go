@@ -20,6 +20,8 @@ import (
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/telemetry"
+
+	"github.com/hopgate/hopgate/internal/testkit"
 )
 
 // relGW is a gateway started through gateway.Start on real loopback
@@ -31,7 +33,7 @@ type relGW struct {
 	urls  map[string]string // channel id -> base URL (…/v1)
 	spans *tracetest.InMemoryExporter
 	tel   *telemetry.Telemetry
-	logs  *syncBuffer
+	logs  *testkit.SyncBuffer
 }
 
 // relStart starts one fake provider per id in fakes and a gateway whose
@@ -39,7 +41,7 @@ type relGW struct {
 // (for hand-written upstreams) come in urls. env feeds api_key_env/token_env.
 func relStart(t *testing.T, yml string, o gateway.Options, env map[string]string, urls map[string]string, fakes ...string) *relGW {
 	t.Helper()
-	r := &relGW{t: t, ups: map[string]*upstream.Server{}, urls: map[string]string{}, logs: &syncBuffer{}}
+	r := &relGW{t: t, ups: map[string]*upstream.Server{}, urls: map[string]string{}, logs: &testkit.SyncBuffer{}}
 	for _, id := range fakes {
 		u := upstream.New(upstream.Options{Name: id})
 		srv := httptest.NewServer(u)

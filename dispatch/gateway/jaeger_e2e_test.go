@@ -18,13 +18,15 @@ import (
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/telemetry"
+
+	"github.com/hopgate/hopgate/internal/testkit"
 )
 
 // jaeger is a real Jaeger v2 process (deploy/jaeger/config.yaml) on free
 // loopback ports.
 type jaeger struct {
 	otlpHTTP, otlpGRPC, query string
-	out                       *syncBuffer
+	out                       *testkit.SyncBuffer
 }
 
 // startJaeger runs the binary of HOPGATE_JAEGER_BIN (default: where `make
@@ -65,13 +67,13 @@ func startJaeger(t *testing.T) *jaeger {
 // exited during start-up.
 func tryStartJaeger(t *testing.T, bin string) (*jaeger, string, bool) {
 	t.Helper()
-	j := &jaeger{otlpHTTP: loopbackAddr(t), otlpGRPC: loopbackAddr(t), query: loopbackAddr(t), out: &syncBuffer{}}
+	j := &jaeger{otlpHTTP: testkit.LoopbackAddr(t), otlpGRPC: testkit.LoopbackAddr(t), query: testkit.LoopbackAddr(t), out: &testkit.SyncBuffer{}}
 	cmd := exec.Command(bin, "--config", filepath.Join("..", "..", "deploy", "jaeger", "config.yaml"))
 	cmd.Env = append(os.Environ(),
 		"JAEGER_OTLP_GRPC="+j.otlpGRPC,
 		"JAEGER_OTLP_HTTP="+j.otlpHTTP,
 		"JAEGER_QUERY_HTTP="+j.query,
-		"JAEGER_QUERY_GRPC="+loopbackAddr(t),
+		"JAEGER_QUERY_GRPC="+testkit.LoopbackAddr(t),
 	)
 	cmd.Stdout, cmd.Stderr = j.out, j.out
 	if err := cmd.Start(); err != nil {
@@ -235,7 +237,7 @@ models:
   - name: warmup
     chain:
       - {channel: a, upstream_model: "m|503", price: {input: 1, output: 1}}
-`, loopbackAddr(t), loopbackAddr(t), urls["a"], urls["b"], urls["c"])
+`, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), urls["a"], urls["b"], urls["c"])
 	cfg, err := config.Parse([]byte(yml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +250,7 @@ models:
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	g, err := gateway.Start(ctx, cfg, gateway.Options{Telemetry: tel, DrainTimeout: 2 * time.Second,
 		Logger: telemetry.NewLogger(logs, 0)})
 	if err != nil {

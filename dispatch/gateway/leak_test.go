@@ -22,6 +22,8 @@ import (
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/telemetry"
+
+	"github.com/hopgate/hopgate/internal/testkit"
 )
 
 // leakGW is a gateway started through gateway.Start (the process that
@@ -33,7 +35,7 @@ type leakGW struct {
 	clock *clockwork.FakeClock
 	spans *tracetest.InMemoryExporter
 	tel   *telemetry.Telemetry
-	logs  *syncBuffer
+	logs  *testkit.SyncBuffer
 	roots *rootWatch
 }
 
@@ -66,7 +68,7 @@ func (w *rootWatch) has(id string) bool {
 // addresses), builds telemetry with healthyRatio, and starts a gateway.
 func startLeakGW(t *testing.T, yml string, env map[string]string, healthyRatio float64) *leakGW {
 	t.Helper()
-	g := &leakGW{t: t, clock: clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), logs: &syncBuffer{}}
+	g := &leakGW{t: t, clock: clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), logs: &testkit.SyncBuffer{}}
 	cfg := parseLoopbackConfig(t, yml, env)
 	g.roots = &rootWatch{ended: map[string]bool{}}
 	g.gw, g.tel, g.spans = startTestGateway(t, cfg, healthyRatio, gateway.Options{
