@@ -97,6 +97,7 @@ func TestBadInputNeverReachesUpstream(t *testing.T) {
 		{"operation not served", "POST", "/v1/chat/completions", clientKey, `{"model":"embed-only","messages":[]}`, 400, "operation_not_supported"},
 		{"body over the limit", "POST", "/v1/chat/completions", clientKey, big, 413, "request_too_large"},
 		{"wrong method", "GET", "/v1/chat/completions", clientKey, ``, 405, "method_not_allowed"},
+		{"wrong method on models", "POST", "/v1/models", clientKey, `{}`, 405, "method_not_allowed"},
 		{"missing key", "POST", "/v1/chat/completions", "", `{"model":"m","messages":[]}`, 401, "invalid_api_key"},
 		{"wrong key", "POST", "/v1/chat/completions", "hg-wrong", `{"model":"m","messages":[]}`, 401, "invalid_api_key"},
 		{"unknown route", "POST", "/v1/nothing", clientKey, `{}`, 404, "not_found"},
@@ -116,6 +117,15 @@ func TestBadInputNeverReachesUpstream(t *testing.T) {
 			}
 			if id := resp.Header.Get("X-Request-Id"); id == "" || m["request_id"] != id {
 				t.Fatalf("request id header %q body %v", id, m["request_id"])
+			}
+			// A 405 names the one method the route takes (RFC 9110 §15.5.6).
+			if want := map[string]string{"/v1/models": "GET"}[c.path]; c.status == 405 {
+				if want == "" {
+					want = "POST"
+				}
+				if got := resp.Header.Get("Allow"); got != want {
+					t.Fatalf("Allow %q, want %q", got, want)
+				}
 			}
 		})
 	}

@@ -80,7 +80,8 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// fail writes a hopgate error with the request id and hopgate's headers.
+// fail writes a hopgate error with the request id and hopgate's headers
+// (a 405's caller sets Allow: each route knows its one method).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 	id := dispatch.RequestID(r.Context())
 	w.Header().Set("X-Request-Id", id)
@@ -90,9 +91,6 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 	w.Header().Set("X-Hopgate-Attempts", "0")
 	span := trace.SpanFromContext(r.Context())
 	span.SetAttributes(attribute.String(telemetry.AttrOutcome, "bad_request"), attribute.String(telemetry.AttrErrorCode, e.Code))
-	if e.Status == http.StatusMethodNotAllowed {
-		w.Header().Set("Allow", http.MethodPost)
-	}
 	apierror.Write(w, id, e)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
@@ -132,6 +130,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispatch.Request {
 	cfg := s.cfg.Load()
 	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
 		s.fail(w, r, apierror.MethodNotAllowed(r.Method))
 		return nil
 	}
