@@ -747,9 +747,11 @@ func checkTailSampling(t *testing.T, ts map[string]any) {
 	if ts == nil {
 		t.Fatal("no tail_sampling processor")
 	}
-	var statusError, failover, probabilistic bool
+	var statusError, failover, timedOut, probabilistic bool
 	for _, p := range list(ts, "policies") {
 		switch str(p, "type") {
+		case "boolean_attribute":
+			timedOut = timedOut || str(p, "boolean_attribute", "key") == "hopgate.timed_out" && get(p, "boolean_attribute", "value") == true
 		case "status_code":
 			statusError = statusError || slices.Contains(toStrings(list(p, "status_code", "status_codes")), "ERROR")
 		case "probabilistic":
@@ -779,6 +781,9 @@ func checkTailSampling(t *testing.T, ts map[string]any) {
 	}
 	if !failover {
 		t.Error("tail_sampling has no hopgate.failover.path regex policy that keeps multi-hop paths only")
+	}
+	if !timedOut {
+		t.Error("tail_sampling does not keep traces with hopgate.timed_out: true (a gate commit on timeout, healthy by outcome and path)")
 	}
 	if !probabilistic {
 		t.Error("tail_sampling has no probabilistic baseline")
