@@ -8,7 +8,7 @@ CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hopgate
 JAEGER_BIN := $(CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
 export HOPGATE_JAEGER_BIN := $(JAEGER_BIN)
 
-.PHONY: all build test test-unit vet lint fmt-check demo dashboards jaeger prometheus bench fuzz soak clean tidy-check
+.PHONY: all build test test-unit vet lint fmt-check demo dashboards jaeger prometheus bench fuzz soak clean
 
 all: build
 

@@ -283,7 +283,7 @@ func (m *Metrics) ChainExceeded(ctx context.Context, model string) {
 	m.chainExceeded.Add(ctx, 1, metric.WithAttributes(m.region, attribute.String(LabelModel, model)))
 }
 
-// Degraded counts a degraded reply; reason is e.g. "deadline" or "exhausted".
+// Degraded counts a degraded reply; reason is "chain_deadline" or "exhausted".
 func (m *Metrics) Degraded(ctx context.Context, model, reason string) {
 	if m == nil {
 		return
