@@ -21,8 +21,10 @@ import (
 
 // The span-tree tests pin DESIGN.md §5 exactly: every span of a request's
 // trace, its kind, its parent, its status and every attribute hopgate sets.
-// A renamed attribute, a span parented to the wrong hop or a failed hop that
-// reports usage fails here, before a dashboard or a saved search breaks.
+// A span parented to the wrong hop, a missing or extra attribute or a failed
+// hop that reports usage fails here, before a dashboard or a saved search
+// breaks. The expectations use the telemetry constants, so a renamed name
+// fails telemetry's TestContractNames instead.
 
 // attrs is an exact attribute set. Ports are written as PORT.
 type attrs map[string]string
