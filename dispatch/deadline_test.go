@@ -54,7 +54,8 @@ models:
 					t.Fatal("failed over before the header timeout")
 				}
 				h.clock.Advance(time.Millisecond)
-				r := <-done
+				r := recv(t, done, "the reply")
+				h.wantArmed(tc.want, 30*time.Second) // (the default gate timeout of b's stream)
 				if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
 					t.Fatalf("%d path %q attempts %s", r.status, r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"))
 				}
@@ -88,7 +89,7 @@ func TestChainDeadlineDegradedReply(t *testing.T) {
 				h.clock.Advance(10*time.Second - time.Millisecond)
 				h.waitTimers(2)
 				h.clock.Advance(time.Millisecond)
-				r := <-done
+				r := recv(t, done, "the reply")
 				if p, a := r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"); p != "a:deadline" || a != "1" {
 					t.Fatalf("path %q attempts %s", p, a)
 				}
@@ -194,7 +195,7 @@ func TestDeadlineCommitRace(t *testing.T) {
 			go close(up.release)
 		}
 		h.clock.Advance(10 * time.Second)
-		r := <-done
+		r := recv(t, done, "the reply")
 		won[r.status]++
 		switch r.status {
 		case 200:
@@ -245,7 +246,8 @@ func TestChatProfile(t *testing.T) {
 			t.Fatal("failed over before 8s")
 		}
 		h.clock.Advance(time.Millisecond)
-		r := <-done
+		r := recv(t, done, "the reply")
+		h.wantArmed(8*time.Second, 12*time.Second, 30*time.Second) // header (a, b), gate (b); deadline; b's idle
 		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
 			t.Fatalf("%d path %q", r.status, r.header.Get("X-Hopgate-Path"))
 		}
@@ -259,7 +261,8 @@ func TestChatProfile(t *testing.T) {
 		h.clock.Advance(8*time.Second - time.Millisecond)
 		h.waitTimers(2)
 		h.clock.Advance(time.Millisecond)
-		r := <-done
+		r := recv(t, done, "the reply")
+		h.wantArmed(8*time.Second, 12*time.Second, 30*time.Second) // header, gate; deadline; b's idle
 		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:gate_timeout → b:ok" {
 			t.Fatalf("%d path %q", r.status, r.header.Get("X-Hopgate-Path"))
 		}
@@ -287,6 +290,7 @@ func TestChatProfile(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertInterrupted(t, seen.String()+string(rest), upstream.Answer(upstream.DefaultTokens/2), "stalled for 30s")
+		h.wantArmed(30*time.Second, 8*time.Second, 12*time.Second) // idle; header and gate; deadline
 	})
 	// Both channels hang: a costs 8s (header timeout), b gets the 4s left;
 	// at 12s the degraded reply. Path "a:header_timeout → b:deadline".
@@ -299,7 +303,7 @@ func TestChatProfile(t *testing.T) {
 		h.waitAttempts("b", "m|no-headers", 1)
 		h.waitTimers(2) // deadline + b's header timeout
 		h.clock.Advance(4 * time.Second)
-		r := <-done
+		r := recv(t, done, "the reply")
 		if r.status != 503 || !strings.Contains(r.body, `"code":"engine_overloaded"`) || r.header.Get("Retry-After") != "12" {
 			t.Fatalf("%d %q: %s", r.status, r.header.Get("Retry-After"), r.body)
 		}
@@ -321,7 +325,7 @@ func TestNonStreamBodyStall(t *testing.T) {
 			h.waitUpstreamWaiting(1)
 			h.waitTimers(1) // the body idle timer
 			h.clock.Advance(5 * time.Second)
-			r := <-done
+			r := recv(t, done, "the reply")
 			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:stream_idle_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
 				t.Fatalf("%d path %q: %s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
 			}

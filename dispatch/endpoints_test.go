@@ -306,7 +306,7 @@ func TestEndpointsHeaderTimeout(t *testing.T) {
 			h.waitAttempts("a", "up-m", 1)
 			h.waitTimers(1)
 			h.clock.Advance(10 * time.Second)
-			r := <-done
+			r := recv(t, done, "the reply")
 			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" || r.body != taps["b"].last() {
 				t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
 			}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +44,7 @@ type harness struct {
 	transport *http.Transport
 	client    *http.Client
 	ended     *spanCounter
+	armed     *armedClock // the engine's view of clock: records every timer's duration
 }
 
 // harnessOptions tune one harness; the zero value is what newHarness uses.
@@ -135,7 +137,8 @@ func newHarnessWith(t testing.TB, o harnessOptions, cfgYAML string, channels ...
 	tel.TracerProvider.RegisterSpanProcessor(h.ended)
 	h.transport = dispatch.NewTransport()
 	h.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	var gwClock clockwork.Clock = h.clock
+	h.armed = &armedClock{FakeClock: h.clock}
+	var gwClock clockwork.Clock = h.armed
 	if o.gatewayClock != nil {
 		gwClock = o.gatewayClock
 	}
@@ -150,6 +153,65 @@ func newHarnessWith(t testing.TB, o harnessOptions, cfgYAML string, channels ...
 		_ = tel.Shutdown(context.Background())
 	})
 	return h
+}
+
+// armedClock is the gateway's fake clock, recording the duration of every
+// timer the engine arms (AfterFunc, NewTimer, Reset). A fake timer fires
+// exactly when its duration has passed, so "this timeout cannot fire early"
+// is "it was armed with exactly the configured duration": a synchronous
+// check, where watching for an early failover after Advance would race with
+// the request it is watching.
+type armedClock struct {
+	*clockwork.FakeClock
+	mu        sync.Mutex
+	durations []time.Duration
+}
+
+func (c *armedClock) record(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.durations = append(c.durations, d)
+}
+
+func (c *armedClock) AfterFunc(d time.Duration, f func()) clockwork.Timer {
+	c.record(d)
+	return armedTimer{c.FakeClock.AfterFunc(d, f), c}
+}
+
+func (c *armedClock) NewTimer(d time.Duration) clockwork.Timer {
+	c.record(d)
+	return armedTimer{c.FakeClock.NewTimer(d), c}
+}
+
+// armedTimer records the durations of Reset too (the idle timer re-arms).
+type armedTimer struct {
+	clockwork.Timer
+	c *armedClock
+}
+
+func (t armedTimer) Reset(d time.Duration) bool {
+	t.c.record(d)
+	return t.Timer.Reset(d)
+}
+
+// wantArmed fails unless the engine armed at least one timer of exactly
+// want and every timer it armed has one of the configured durations (want
+// and others): a timeout armed early, late, halved or off by a millisecond
+// shows up here, whichever timer it was.
+func (h *harness) wantArmed(want time.Duration, others ...time.Duration) {
+	h.tb.Helper()
+	h.armed.mu.Lock()
+	defer h.armed.mu.Unlock()
+	found := false
+	for _, d := range h.armed.durations {
+		found = found || d == want
+		if d != want && !slices.Contains(others, d) {
+			h.tb.Fatalf("a timer was armed for %v; configured: %v %v (armed: %v)", d, want, others, h.armed.durations)
+		}
+	}
+	if !found {
+		h.tb.Fatalf("no timer armed for %v; armed: %v", want, h.armed.durations)
+	}
 }
 
 // spanCounter counts ended spans by name, synchronously at End, so a test
@@ -244,6 +306,21 @@ func (h *harness) postCtx(ctx context.Context, body string, hdr map[string]strin
 		h.t.Fatalf("reading gateway reply: %v", err)
 	}
 	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// recv receives from ch, failing instead of hanging until the package's
+// -timeout when nothing comes: a timer armed too long, or a request that
+// never ends. The bound is real time, but only a broken gateway waits on it.
+func recv[T any](tb testing.TB, ch <-chan T, what string) T {
+	tb.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("%s: nothing within 30s", what)
+		var zero T
+		return zero
+	}
 }
 
 // async runs post in a goroutine, for tests that must move the clock while

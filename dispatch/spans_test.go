@@ -375,7 +375,7 @@ func TestSpanTreeHeaderTimeout(t *testing.T) {
 	h.waitAttempts("a", "m|no-headers", 1)
 	h.waitTimers(1)
 	h.clock.Advance(10 * time.Second)
-	r := <-done
+	r := recv(t, done, "the reply")
 	path := "a:header_timeout → b:ok"
 	h.checkTrace(r, path,
 		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
@@ -420,7 +420,7 @@ func TestSpanTreeGateTimeoutCommit(t *testing.T) {
 		t.Fatal("the fake never waited for its first token")
 	}
 	h.upClock.Advance(60 * time.Second)
-	r := <-done
+	r := recv(t, done, "the reply")
 	// The fake's ": keep-alive" comment races the gate timer over real
 	// sockets: the gate held it (1 frame, 14 bytes) or had not read it yet.
 	frames, bytes := 0, 0
@@ -485,7 +485,7 @@ func TestSpanTreeDeadlineDegraded(t *testing.T) {
 			h.waitAttempts("a", "m|no-headers", 1)
 			h.waitTimers(2) // chain deadline and header timeout
 			h.clock.Advance(5 * time.Second)
-			r := <-done
+			r := recv(t, done, "the reply")
 			if r.status != tc.status {
 				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
 			}

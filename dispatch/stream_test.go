@@ -17,6 +17,7 @@ import (
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/telemetry"
 )
 
 // harnessEpoch is the time both harness clocks start at.
@@ -296,6 +297,7 @@ func TestGateTimeout(t *testing.T) {
 		if h.attempts("b", "m") != 0 {
 			t.Fatal("b was asked although a was committed")
 		}
+		h.wantArmed(5*time.Second, 240*time.Second) // the gate; the default header timeout
 	})
 	t.Run("failover", func(t *testing.T) {
 		h := newHarness(t, twoChannels("m|slow-first-token=60s", "m",
@@ -303,7 +305,7 @@ func TestGateTimeout(t *testing.T) {
 		done := h.async(chat(true))
 		h.waitInGate(1, 1)
 		h.clock.Advance(5 * time.Second)
-		r := <-done
+		r := recv(t, done, "the reply")
 		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:gate_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
 			t.Fatalf("failover on timeout: %d path %q attempts %s", r.status, r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"))
 		}
@@ -311,6 +313,7 @@ func TestGateTimeout(t *testing.T) {
 		if want := string(without(ref, usageChunk)); r.body != want {
 			t.Fatalf("client stream is not b's alone\n got: %q\nwant: %q", r.body, want)
 		}
+		h.wantArmed(5*time.Second, 240*time.Second) // the gate (a, b); the default header timeout
 	})
 }
 
@@ -338,6 +341,7 @@ func TestStallAfterCommit(t *testing.T) {
 	}
 	body := buf.String() + string(rest)
 	assertInterrupted(t, body, upstream.Answer(upstream.DefaultTokens/2), "stalled for 5s")
+	h.wantArmed(5*time.Second, 240*time.Second, 30*time.Second) // idle; default header and gate timeouts
 }
 
 // assertInterrupted checks a stream that was cut: exactly the delivered text,
@@ -465,22 +469,16 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 				<-ctx.Done()
 			}()
 			if tc.name == "after_commit" {
-				deadline := time.Now().Add(10 * time.Second)
-				for h.ended.count("stream gate") == 0 {
-					if time.Now().After(deadline) {
-						t.Fatal("the stream gate never decided")
-					}
-					time.Sleep(time.Millisecond) // polling a condition
-				}
+				h.waitSpanEnd(telemetry.SpanStreamGate, 1) // the gate decided
 			}
-			<-up.sent
+			recv(t, up.sent, "the upstream's first frames")
 			cancel()
 			select {
 			case <-up.canceled:
 			case <-time.After(10 * time.Second):
 				t.Fatal("the upstream request was not cancelled")
 			}
-			<-done
+			recv(t, done, "the request's end")
 			h.waitNoTimers()
 			if h.attempts("b", "m") != 0 {
 				t.Fatal("a client that left caused a failover")

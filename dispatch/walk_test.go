@@ -228,7 +228,7 @@ func TestClientCancelDoesNotCount(t *testing.T) {
 		}()
 		h.waitAttempts("a", "m|no-headers", i+1) // the upstream holds the request
 		cancel()
-		<-done
+		recv(t, done, "the request's end")
 		h.waitNoTimers()
 	}
 	if got := h.attempts("a", "m|no-headers"); got != 4 {
@@ -286,7 +286,7 @@ func TestHeaderTimeoutFailsOver(t *testing.T) {
 	default:
 	}
 	h.clock.Advance(time.Second)
-	r := <-done
+	r := recv(t, done, "the reply")
 	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" {
 		t.Fatalf("status %d path %q", r.status, r.header.Get("X-Hopgate-Path"))
 	}
@@ -296,6 +296,7 @@ func TestHeaderTimeoutFailsOver(t *testing.T) {
 	if got := h.attempts("a", "m|no-headers"); got != 1 {
 		t.Fatalf("a saw %d attempts: no same-channel retry after a header timeout", got)
 	}
+	h.wantArmed(10*time.Second, 30*time.Second) // the header timeout (a, b); b's gate
 }
 
 // TestOpenChainWithFallbackSendsNothing: while an opt-in fallback model can
