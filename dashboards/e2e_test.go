@@ -153,7 +153,9 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 			return fmt.Errorf("%d exemplars, none with a 32-hex trace_id: %v", len(ex), ex)
 		})
 	} else {
-		t.Log("this Prometheus did not enable exemplar storage: exemplar check skipped")
+		// DESIGN.md §5: hop latency carries exemplars; a Prometheus that
+		// cannot store them cannot check that, so it is a failure, not a skip.
+		t.Error("this Prometheus did not enable exemplar storage (--enable-feature=exemplar-storage): the exemplar check could not run")
 	}
 
 	// Recovery: the provider is back. The breaker's trial after the cooldown

@@ -207,7 +207,10 @@ func TestEndpointsPassThrough(t *testing.T) {
 				t.Fatalf("answer differs from the upstream's bytes:\n got %.200q\nwant %.200q", r.body, taps["a"].last())
 			}
 			log := h.ups["a"].Log()
-			if len(log) != 1 || !bytes.Equal(log[0].Body, ec.body("up-m")) {
+			if len(log) != 1 {
+				t.Fatalf("upstream a saw %d requests, want 1", len(log))
+			}
+			if !bytes.Equal(log[0].Body, ec.body("up-m")) {
 				t.Fatalf("upstream body: only the model may change\n got %.300q\nwant %.300q", log[0].Body, ec.body("up-m"))
 			}
 			if got := log[0].Header.Get("Content-Type"); got != ec.ct {

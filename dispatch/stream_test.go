@@ -454,7 +454,9 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 			h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{"a": up}}, twoChannels("m", "m", ""), "b")
 			leaks := goleak.IgnoreCurrent()
 			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel) // a failure below still ends the client
 			done := make(chan struct{})
+			var frameErr error // read after done: the client may outlive a failed test
 			go func() {
 				defer close(done)
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.gw.URL+"/v1/chat/completions", strings.NewReader(chat(true)))
@@ -464,7 +466,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 				}
 				defer resp.Body.Close()
 				if _, err := sse.NewReader(resp.Body, 0).Next(); err != nil {
-					t.Errorf("first frame: %v", err)
+					frameErr = err
 				}
 				<-ctx.Done()
 			}()
@@ -479,6 +481,9 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 				t.Fatal("the upstream request was not cancelled")
 			}
 			recv(t, done, "the request's end")
+			if frameErr != nil {
+				t.Fatalf("first frame: %v", frameErr)
+			}
 			h.waitNoTimers()
 			if h.attempts("b", "m") != 0 {
 				t.Fatal("a client that left caused a failover")

@@ -97,8 +97,8 @@ models:
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--drain-timeout", "20s")
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &testkit.SyncBuffer{} // written by exec's copy goroutine while the test reads
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

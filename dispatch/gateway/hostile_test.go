@@ -234,7 +234,11 @@ func TestInvalidUTF8PassesThrough(t *testing.T) {
 			t.Fatalf("stream=%v: status %d %s", stream, resp.StatusCode, out)
 		}
 	}
-	for _, req := range r.ups["a"].Log() {
+	log := r.ups["a"].Log()
+	if len(log) != 2 {
+		t.Fatalf("upstream a saw %d requests, want 2", len(log))
+	}
+	for _, req := range log {
 		if !strings.Contains(string(req.Body), bad) {
 			t.Fatalf("upstream body altered: %q", req.Body)
 		}
