@@ -373,6 +373,41 @@ func TestSpeechFailures(t *testing.T) {
 			t.Fatalf("failover after commit: b saw %d requests", n)
 		}
 	})
+	// A body that stalls past stream_idle_timeout after commit is cut the
+	// same way: the bytes received, then a broken transfer, no failover.
+	t.Run("stall past stream_idle_timeout", func(t *testing.T) {
+		cfg := strings.Replace(endpointConfig, "policy: {header_timeout: 10s}", "policy: {header_timeout: 10s, stream_idle_timeout: 5s}", 1)
+		h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{
+			"a": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "audio/mpeg")
+				w.Header().Set("Content-Length", "16384")
+				_, _ = w.Write(bytes.Repeat([]byte{0xff, 0xfb}, 4096))
+				http.NewResponseController(w).Flush()
+				<-r.Context().Done() // then nothing, until the gateway gives up
+			}),
+		}}, cfg, "b")
+		req, _ := http.NewRequest(http.MethodPost, h.gw.URL+speech.path, bytes.NewReader(speech.body("m")))
+		req.Header.Set("Content-Type", speech.ct)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != "a:ok" {
+			t.Fatalf("status %d path %q", resp.StatusCode, resp.Header.Get("X-Hopgate-Path"))
+		}
+		h.waitTimers(1) // headers are in, so the header timer is stopped: this is the idle timer
+		h.clock.Advance(5 * time.Second)
+		b, err := io.ReadAll(resp.Body)
+		if !errors.Is(err, io.ErrUnexpectedEOF) || len(b) != 8192 {
+			t.Fatalf("%d bytes, err %v: want the 8192 bytes sent, then a broken transfer", len(b), err)
+		}
+		if n := len(h.ups["b"].Log()); n != 0 {
+			t.Fatalf("failover after commit: b saw %d requests", n)
+		}
+		h.wantArmed(5*time.Second, 10*time.Second) // the idle timer; the header timeout
+	})
 	t.Run("chunked, then html", func(t *testing.T) {
 		h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{
 			// a: 200 text/html from a load balancer, a failed hop.
