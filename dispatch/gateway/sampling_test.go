@@ -1,84 +1,77 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/telemetry"
+	"github.com/hopgate/hopgate/dispatch/gateway"
 )
 
-// TestSamplingKeepsEveryFailover is the sampling rule of the issue through
-// a running gateway: with healthy_sample_ratio 0 a healthy request's trace
-// is not exported, while every trace of a request that failed over, skipped
-// an open channel or ended in an error is exported whole.
-func TestSamplingKeepsEveryFailover(t *testing.T) {
-	fake := upstream.New(upstream.Options{Name: "up"})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(func() { fake.Close(); srv.Close() })
-	yml := fmt.Sprintf(`
-listen: {{listen}}
-admin_listen: {{admin}}
+// telemetry.healthy_sample_ratio reaches the telemetry gateway.Start sets
+// up for `hopgate serve` (the unit tests of the sampler pass the ratio
+// themselves): at 0 a healthy request exports no span over OTLP, at 1 it
+// does.
+func TestConfigHealthyRatioReachesExport(t *testing.T) {
+	for _, tc := range []struct {
+		ratio string
+		spans bool
+	}{{"0", false}, {"1", true}} {
+		t.Run("ratio="+tc.ratio, func(t *testing.T) {
+			var traces atomic.Int64 // non-empty OTLP trace exports
+			sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				if r.URL.Path == "/v1/traces" && len(b) > 0 {
+					traces.Add(1)
+				}
+			}))
+			defer sink.Close()
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.URL)
+			up := upstream.New(upstream.Options{Name: "a"})
+			us := httptest.NewServer(up)
+			defer func() { up.Close(); us.Close() }()
+			cfg := parseLoopbackConfig(t, fmt.Sprintf(`
+listen: "{{listen}}"
+admin_listen: "{{admin}}"
 region: test-1
 auth: {mode: none}
-telemetry: {healthy_sample_ratio: 0}
+telemetry: {healthy_sample_ratio: %s}
 channels:
-  - {id: a, base_url: %[1]q, region: r-a}
-  - {id: b, base_url: %[1]q, region: r-b}
-  - {id: flaky, base_url: %[1]q, region: r-a}
+  - {id: a, base_url: %q}
 models:
-  - name: healthy
-    chain:
-      - {channel: a, upstream_model: m, price: {input: 1, output: 1}}
-  - name: failover
-    chain:
-      - {channel: flaky, upstream_model: "m|503", price: {input: 1, output: 1}}
-      - {channel: b, upstream_model: m, price: {input: 2, output: 2}}
-  - name: final
-    chain:
-      - {channel: a, upstream_model: "m|400", price: {input: 1, output: 1}}
-`, srv.URL+"/v1")
-	g := startLeakGW(t, yml, nil, 0)
-	if r := g.gw.Config().Telemetry.HealthySampleRatio; r != 0 {
-		t.Fatalf("config healthy_sample_ratio = %v", r)
-	}
-
-	for _, tc := range []struct {
-		model  string
-		stream bool
-		path   string
-		spans  int // exported spans; 0 = dropped
-	}{
-		// healthy: server, dispatch, hop, await headers — dropped.
-		{"healthy", false, "a:ok", 0},
-		{"healthy", true, "a:ok", 0},
-		// server, dispatch, 2 hops, 2 await headers, 1 gate.
-		{"failover", true, "flaky:503 → b:ok", 7},
-		{"failover", false, "flaky:503 → b:ok", 6},
-		{"failover", false, "flaky:503 → b:ok", 6}, // third failure opens flaky
-		// server, dispatch, breaker skip, hop, await headers.
-		{"failover", false, "flaky:open → b:ok", 5},
-		// server, dispatch, hop, await headers: a final error is an error.
-		{"final", false, "a:400", 4},
-	} {
-		r := g.send(tc.model, tc.stream)
-		if got := r.header.Get("X-Hopgate-Path"); got != tc.path {
-			t.Fatalf("%s: path %q, want %q", tc.model, got, tc.path)
-		}
-		id := r.header.Get("X-Request-Id")
-		spans := g.exported(id)
-		if len(spans) != tc.spans {
-			t.Errorf("%s %q: %d spans exported, want %d", tc.model, tc.path, len(spans), tc.spans)
-		}
-		for _, s := range spans {
-			if s.Name == telemetry.SpanServer {
-				for _, kv := range s.Attributes {
-					if string(kv.Key) == telemetry.AttrFailoverPath && kv.Value.AsString() != tc.path {
-						t.Errorf("%s: exported path %q", tc.model, kv.Value.AsString())
-					}
-				}
+  - name: m
+    chain: [{channel: a, upstream_model: m, price: {input: 1, output: 1}}]
+`, tc.ratio, us.URL+"/v1"), nil)
+			gw, err := gateway.Start(context.Background(), cfg, gateway.Options{DrainTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			resp, err := http.Post("http://"+gw.Addr()+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != "a:ok" {
+				t.Fatalf("status %d path %q: not a healthy request", resp.StatusCode, resp.Header.Get("X-Hopgate-Path"))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := gw.Shutdown(ctx); err != nil { // flushes the span exporter
+				t.Fatal(err)
+			}
+			if got := traces.Load() > 0; got != tc.spans {
+				t.Fatalf("healthy_sample_ratio %s: %d trace exports, want spans exported = %v", tc.ratio, traces.Load(), tc.spans)
+			}
+		})
 	}
 }
