@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -363,18 +365,25 @@ func (c *call) transportFailure(hopCtx context.Context, err error) hopResult {
 	return hopResult{class: classify.Retryable, label: netLabel(err)}
 }
 
-// netLabel names a transport error for the failover path.
+// netLabel names a transport error for the failover path, by the error's
+// type and errno, never its text.
 func netLabel(err error) string {
-	var ne net.Error
-	s := err.Error()
+	var (
+		ne   net.Error
+		dns  *net.DNSError
+		rec  tls.RecordHeaderError
+		alrt tls.AlertError
+		cert *tls.CertificateVerificationError
+	)
 	switch {
-	case strings.Contains(s, "connection refused"):
+	case errors.Is(err, syscall.ECONNREFUSED):
 		return "refused"
-	case strings.Contains(s, "connection reset"), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "reset"
-	case strings.Contains(s, "no such host"):
+	case errors.As(err, &dns):
 		return "dns"
-	case strings.Contains(s, "tls:"), strings.Contains(s, "x509:"):
+	case errors.As(err, &rec), errors.As(err, &alrt), errors.As(err, &cert):
 		return "tls"
 	case errors.As(err, &ne) && ne.Timeout():
 		return "timeout"
