@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -230,7 +231,7 @@ func (c *call) send(hopCtx context.Context, hs *hopSpan, cancelHop context.Cance
 	}
 	if len(body) > 0 {
 		held := &heldBody{b: body}
-		req.Body, req.GetBody, req.ContentLength = &upstreamBody{b: body}, held.get, int64(len(body))
+		req.Body, req.GetBody, req.ContentLength = newUpstreamBody(body), held.get, int64(len(body))
 		defer held.release()
 	}
 	ct := c.req.ContentType
@@ -286,6 +287,23 @@ func (c *call) send(hopCtx context.Context, hs *hopSpan, cancelHop context.Cance
 	return resp, hopResult{}, true
 }
 
+// smallBody is the largest request body sent as an in-memory reader. The
+// transport writes such a body together with the headers in one write
+// (with ~500 bytes of headers it fits the transport's 4 KiB write buffer);
+// any other body type makes it flush the headers first, which costs a
+// syscall and a packet per hop. An open stream keeps at most this much of
+// its prompt; larger bodies take several writes anyway and go through
+// upstreamBody, which lets go of them.
+const smallBody = 3 << 10
+
+// newUpstreamBody returns the hop's request body for b.
+func newUpstreamBody(b []byte) io.ReadCloser {
+	if len(b) <= smallBody {
+		return io.NopCloser(bytes.NewReader(b))
+	}
+	return &upstreamBody{b: b}
+}
+
 // upstreamBody is a hop's request body that lets go of its bytes at EOF:
 // the transport keeps the request until the response body is closed, and
 // an open stream must not keep a copy of the prompt for its whole life.
@@ -319,7 +337,7 @@ func (h *heldBody) get() (io.ReadCloser, error) {
 	if h.b == nil {
 		return nil, errBodyReleased
 	}
-	return &upstreamBody{b: h.b}, nil
+	return newUpstreamBody(h.b), nil
 }
 
 func (h *heldBody) release() { h.b = nil }
