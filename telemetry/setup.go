@@ -43,6 +43,10 @@ type Options struct {
 	// endpoint means no exporter (spans are still created, so trace ids and
 	// the failover log work).
 	SpanExporter sdktrace.SpanExporter
+	// Clock ages the traces the tail sampler holds (a trace whose root never
+	// ends locally is exported after 15 minutes); nil means the real clock.
+	// gateway.Start passes the engine's clock.
+	Clock clockwork.Clock
 }
 
 // Telemetry is the process's OpenTelemetry wiring. Setup does not install
@@ -100,7 +104,7 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(sampler)}
 	var fp *failoverProcessor
 	if exp != nil {
-		fp = newFailoverProcessor(sdktrace.NewBatchSpanProcessor(exp), ratio, clockwork.NewRealClock())
+		fp = newFailoverProcessor(sdktrace.NewBatchSpanProcessor(exp), ratio, o.Clock)
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(fp))
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -247,3 +250,33 @@ func TestConsoleExporter(t *testing.T) {
 }
 
 var _ sdktrace.SpanExporter = (*consoleExporter)(nil)
+
+// Options.Clock reaches the tail sampler: a trace whose root never ends is
+// exported once the given clock says it is older than the maximum age, not
+// when the wall clock does.
+func TestSetupClockAgesHeldTraces(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	exp := tracetest.NewInMemoryExporter()
+	tel, err := Setup(context.Background(), Options{HealthyRatio: 0, SpanExporter: exp, Getenv: envOf(nil), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	ctx, root := tel.Tracer.Start(context.Background(), SpanServer)
+	defer root.End()
+	_, child := tel.Tracer.Start(ctx, "chat m")
+	child.End()
+	flushed := func() int {
+		if err := tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return len(exp.GetSpans())
+	}
+	if n := flushed(); n != 0 {
+		t.Fatalf("%d spans exported while the root is open, want 0 (held for the decision)", n)
+	}
+	clock.Advance(defaultMaxTraceAge + time.Second)
+	if n := flushed(); n != 1 {
+		t.Fatalf("%d spans exported after the maximum age on the given clock, want 1", n)
+	}
+}

@@ -69,21 +69,22 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	if g.opts.DrainTimeout <= 0 {
 		g.opts.DrainTimeout = 30 * time.Second
 	}
+	clock := o.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
 	if g.tel == nil {
 		t, err := telemetry.Setup(ctx, telemetry.Options{
 			ServiceVersion:  o.Version,
 			Region:          cfg.Region,
 			HealthyRatio:    cfg.Telemetry.HealthySampleRatio,
 			FailoverLogSize: cfg.Telemetry.FailoverLogSize,
+			Clock:           clock,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: %w", err)
 		}
 		g.tel, g.ownTel = t, true
-	}
-	clock := o.Clock
-	if clock == nil {
-		clock = clockwork.NewRealClock()
 	}
 	breakers := breaker.NewSet(breaker.WithClock(clock), breaker.WithOnTransition(g.onTransition))
 	g.engine = dispatch.New(dispatch.Options{
