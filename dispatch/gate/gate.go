@@ -601,20 +601,28 @@ func errorMessage(b []byte, s span) string {
 	return messageField(b, s)
 }
 
+// messageField is the object's "message" when that is a string. Of
+// duplicate members the last wins, as everywhere in this package (and in
+// encoding/json and JSON.parse).
 func messageField(b []byte, obj span) string {
 	if !obj.isObject(b) {
 		return ""
 	}
+	var msg span
 	o := jsonscan.ValidMembers(b, obj.s)
 	for {
 		key, esc, vs, ve, ok := o.Next()
 		if !ok {
-			return ""
+			break
 		}
-		if jsonscan.KeyIs(key, esc, "message", false) && b[vs] == '"' {
-			return truncate(unquote(b, span{vs, ve}))
+		if jsonscan.KeyIs(key, esc, "message", false) {
+			msg = span{vs, ve}
 		}
 	}
+	if !msg.set() || b[msg.s] != '"' {
+		return ""
+	}
+	return truncate(unquote(b, msg))
 }
 
 // truncate cuts to maxErrorMessage bytes without splitting a UTF-8 sequence.
