@@ -347,7 +347,7 @@ func InspectResponses(f sse.Frame) Info {
 		switch {
 		case jsonscan.KeyIs(key, esc, "type", false):
 			if data[vs] == '"' {
-				typ = data[vs+1 : ve-1]
+				typ = unquote(data, span{vs, ve}) // aliases data unless escaped
 			}
 		case jsonscan.KeyIs(key, esc, "delta", false):
 			delta = span{vs, ve}

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/hopgate/hopgate/dispatch/sse"
 )
 
 // The oracles below restate, with encoding/json, what InspectBody and
@@ -204,6 +207,92 @@ func FuzzErrorCode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, d string) {
 		if got, want := ErrorCode([]byte(d)), oracleErrorCode([]byte(d)); got != want {
 			t.Fatalf("ErrorCode(%q) = %q, want %q", d, got, want)
+		}
+	})
+}
+
+// oracleResponses is InspectResponses' contract. The event type is the
+// `event:` line, or the payload's "type" when the line is absent.
+func oracleResponses(f sse.Frame) Info {
+	if !f.HasData {
+		if f.Event == "error" {
+			return Info{Kind: Error}
+		}
+		return Info{Kind: Hold}
+	}
+	if strings.TrimSpace(string(f.Data)) == "[DONE]" {
+		return Info{Kind: Done}
+	}
+	ms, ok := members(f.Data)
+	if !ok {
+		if f.Event == "error" {
+			return Info{Kind: Error}
+		}
+		return Info{Kind: Malformed}
+	}
+	ev := f.Event
+	if ev == "" {
+		ev, _ = jsonString(last(ms, "type"))
+	}
+	var info Info
+	var respErr json.RawMessage
+	if r, ok := members(last(ms, "response")); ok {
+		info.Model, _ = jsonString(last(r, "model"))
+		if u := last(r, "usage"); len(u) > 0 && u[0] == '{' {
+			info.Usage = oracleUsage(u)
+		}
+		respErr = last(r, "error")
+	}
+	errVal := last(ms, "error")
+	isErr := len(errVal) > 0 && (errVal[0] == '{' || errVal[0] == '"')
+	delta, deltaOK := jsonString(last(ms, "delta"))
+	switch {
+	case ev == "error":
+		info.Kind = Error
+		if isErr {
+			info.ErrorMessage = oracleMessage(errVal)
+		} else {
+			s, _ := jsonString(last(ms, "message"))
+			info.ErrorMessage = oracleTruncate(s)
+		}
+	case ev == "response.failed":
+		info.Kind = Error
+		info.ErrorMessage = oracleMessage(respErr)
+	case ev == "response.completed", ev == "response.incomplete":
+		info.Kind, info.FinishReason = Finish, true
+	case isErr:
+		info.Kind = Error
+		info.ErrorMessage = oracleMessage(errVal)
+	case len(ev) > len(".delta") && strings.HasSuffix(ev, ".delta") && deltaOK && delta != "":
+		info.Kind = Content
+		switch ev {
+		case "response.output_text.delta":
+			info.Text = []byte(delta)
+		case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
+			info.ToolCalls = true
+		}
+	default:
+		info.Kind = Hold
+	}
+	return info
+}
+
+// FuzzInspectResponses holds InspectResponses to oracleResponses.
+func FuzzInspectResponses(f *testing.F) {
+	for _, tc := range responsesCases {
+		f.Add(string(tc.frame.Data), tc.frame.Event, tc.frame.HasData)
+		f.Add(string(tc.frame.Data), "", tc.frame.HasData) // a proxy dropped the event lines
+	}
+	f.Add(`{"type":"response.output_text.d\u0065lta","delta":"h\u00e9"}`, "", true)
+	f.Add(`{"type":"error","message":"a","message":"b","error":null}`, "", true)
+	f.Add(`{"type":"response.failed","response":{"error":"quota","model":"m","usage":{"input_tokens":3}}}`, "", true)
+	f.Add(`{"type":".delta","delta":"x"}`, "", true)
+	f.Add(`not json`, "error", true)
+	f.Add(``, "error", false)
+	f.Fuzz(func(t *testing.T, d, ev string, hasData bool) {
+		fr := sse.Frame{Data: []byte(d), HasData: hasData, Event: ev}
+		if got, want := InspectResponses(fr), oracleResponses(fr); !equal(got, want) {
+			t.Fatalf("InspectResponses(event %q, data %q, hasData %v)\n got %+v\nwant %+v", ev, d, hasData, got, want)
 		}
 	})
 }
