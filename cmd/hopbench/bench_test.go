@@ -58,13 +58,17 @@ func TestQuickRun(t *testing.T) {
 	if res.export.sink.Spans == 0 {
 		t.Error("the OTLP sink received no spans: tracing is not exported")
 	}
+	if res.export.batchRequests == 0 || res.export.batchSink.Spans == 0 {
+		t.Errorf("batch variant: %d requests, %d spans received: it was not measured or does not export",
+			res.export.batchRequests, res.export.batchSink.Spans)
+	}
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, section := range []string{"## Targets", "## Throughput", "## Latency", "## Time to first token",
 		"## Failover paths", "## Memory per idle stream", "## Trace export", "## Go micro-benchmarks",
-		"What tracing costs", "hopgate-healthy10 / proxy", "hopgate-off / proxy"} {
+		"What tracing costs", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy"} {
 		if !strings.Contains(string(b), section) {
 			t.Errorf("report lacks %q", section)
 		}

@@ -132,6 +132,8 @@ type exportStats struct {
 	metricsScrapes   int
 	metricsBytes     int64
 	metricsScrapeErr string
+	batchSink        sinkStats // the batch variant's own sink
+	batchRequests    int64
 }
 
 // world is the running benchmark environment.
@@ -152,6 +154,8 @@ type world struct {
 	variantGWs []*child
 	client     *http.Client
 	hgReqs     int64 // requests sent to the measured gateway
+	batchSink  *otlpSink
+	batchReqs  int64 // requests sent to the batch variant
 
 	peerErrors []string // first error line each peer logged
 }
@@ -176,7 +180,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	res := &results{opts: o, facts: readFacts(), latency: map[string]*matrix{}, throughput: map[string]*matrix{},
 		idle: map[string]idleResult{}, calibration: map[string]sample{}}
-	w := &world{o: o, sink: newOTLPSink(), client: streamClient()}
+	w := &world{o: o, sink: newOTLPSink(), batchSink: newOTLPSink(), client: streamClient()}
 	defer w.close()
 	if err := w.start(); err != nil {
 		return nil, err
@@ -204,7 +208,7 @@ func run(ctx context.Context, o options) (*results, error) {
 		return nil, err
 	}
 	w.logf("warm-up")
-	for _, t := range w.targets {
+	for _, t := range append(w.targets[:len(w.targets):len(w.targets)], w.variants...) {
 		for _, wl := range []workload{wlComplete, wlStream} {
 			w.count(t, attack(t, wl, attackMode{workers: o.workers}, o.duration/3))
 		}
@@ -254,9 +258,12 @@ func run(ctx context.Context, o options) (*results, error) {
 	// hold everything the measured requests exported.
 	w.gw.stop()
 	w.gw = nil
+	w.stopVariants()
 	time.Sleep(200 * time.Millisecond)
 	res.export.sink = w.sink.snapshot()
 	res.export.hopgateRequests = w.hgReqs
+	res.export.batchSink = w.batchSink.snapshot()
+	res.export.batchRequests = w.batchReqs
 
 	w.logf("memory: %d idle streams per gateway (fresh processes)", o.idle)
 	if err := w.idleTests(res); err != nil {
@@ -307,8 +314,19 @@ func (w *world) start() error {
 	}
 	sinkStop := w.sinkStop
 	w.sinkStop = func() { sinkStop(); vSrv.Close() }
-	for _, v := range []string{tracingHealthy10, tracingOff} {
-		gw, err := startRole(roleGateway, envUpstream+"="+upAddr, envOTLP+"=http://"+vAddr, envTracing+"="+v)
+	// The batch variant exports every trace: it gets a sink of its own, so
+	// the report can say whether its spans all arrived.
+	bSrv, bAddr, err := serveLoopback(w.batchSink)
+	if err != nil {
+		return err
+	}
+	w.sinkStop = func() { sinkStop(); vSrv.Close(); bSrv.Close() }
+	for _, v := range []string{tracingHealthy10, tracingOff, tracingBatch128} {
+		env := []string{envUpstream + "=" + upAddr, envOTLP + "=http://" + vAddr, envTracing + "=" + v}
+		if v == tracingBatch128 {
+			env = append(append(env[:1], envOTLP+"=http://"+bAddr, envTracing+"="+v), batch128Env...)
+		}
+		gw, err := startRole(roleGateway, env...)
 		if err != nil {
 			return err
 		}
@@ -337,10 +355,7 @@ func (w *world) close() {
 			w.peerErrors = append(w.peerErrors, fmt.Sprintf("%s logged: %s", p.name, e))
 		}
 	}
-	for _, c := range w.variantGWs {
-		c.stop()
-	}
-	w.variantGWs = nil
+	w.stopVariants()
 	for _, c := range []**child{&w.gw, &w.proxy, &w.up} {
 		if *c != nil {
 			(*c).stop()
@@ -357,10 +372,22 @@ func (w *world) close() {
 	}
 }
 
-// count remembers how many requests reached the measured gateway.
+// stopVariants stops the variant gateways, which flushes their span queues.
+func (w *world) stopVariants() {
+	for _, c := range w.variantGWs {
+		c.stop()
+	}
+	w.variantGWs = nil
+}
+
+// count remembers how many requests reached the gateways whose exports are
+// counted: the measured one and the batch variant.
 func (w *world) count(t target, s sample) {
-	if t.url == w.hopgate.url {
+	switch {
+	case t.url == w.hopgate.url:
 		w.hgReqs += int64(s.requests)
+	case t.name == "hopgate-"+tracingBatch128:
+		w.batchReqs += int64(s.requests)
 	}
 }
 

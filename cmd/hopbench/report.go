@@ -334,6 +334,10 @@ func (r *results) renderThroughput(p printer) {
 	p("tracing. *%s*: `telemetry.healthy_sample_ratio: 0.1` (every request here is healthy, so about", "hopgate-"+tracingHealthy10)
 	p("one trace in ten is exported; failover, timeout and error traces would all be kept).")
 	p("*%s*: `OTEL_TRACES_SAMPLER=always_off` (no spans; metrics and logs as usual).", "hopgate-"+tracingOff)
+	if slices.Contains(variants, "hopgate-"+tracingBatch128) {
+		p("*%s*: every trace exported, as *hopgate*, but with `%s` (the SDK's defaults are", "hopgate-"+tracingBatch128, strings.Join(batch128Env, " "))
+		p("512 and 2048): smaller export batches, more often, from a longer queue.")
+	}
 	p("")
 	p("| workload | hopgate, 100 %% exported / proxy | %s / proxy | %s / proxy |", variants[0], strings.Join(variants[1:], " / proxy | "))
 	p("| --- | ---: | ---: | ---: |")
@@ -497,6 +501,10 @@ func (r *results) renderExport(p printer) {
 	}
 	if e.sink.Bad > 0 {
 		p("| malformed exports | %d |", e.sink.Bad)
+	}
+	if e.batchRequests > 0 {
+		p("| *hopgate-%s*: requests, spans received | %d, %d (%.2f per request; %d exports) |", tracingBatch128, e.batchRequests,
+			e.batchSink.Spans, float64(e.batchSink.Spans)/float64(e.batchRequests), e.batchSink.Exports)
 	}
 	p("| `/metrics` scrapes | %d (%.0f KiB each) |", e.metricsScrapes, float64(e.metricsBytes)/1024/math.Max(1, float64(e.metricsScrapes)))
 	if e.metricsScrapeErr != "" {

@@ -170,7 +170,14 @@ func runRole(role string, in io.Reader, out io.Writer) error {
 const (
 	tracingHealthy10 = "healthy10"
 	tracingOff       = "off"
+	// tracingBatch128 exports every trace like the measured gateway, in
+	// batches of 128 spans from a queue of 8192 (the SDK's defaults are 512
+	// and 2048): the parent sets the standard OTEL_BSP_* variables.
+	tracingBatch128 = "batch128"
 )
+
+// batch128Env is what makes a gateway the tracingBatch128 variant.
+var batch128Env = []string{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE=128", "OTEL_BSP_MAX_QUEUE_SIZE=8192"}
 
 // startGateway starts hopgate the way `hopgate serve` does, with its
 // telemetry configured by OTEL_* variables pointing at the sink: 100 % of
@@ -198,8 +205,10 @@ func startGateway(ctx context.Context) (*gateway.Gateway, *telemetry.Telemetry, 
 		ratio = 0.1
 	case tracingOff:
 		sampler = "always_off"
+	case tracingBatch128:
+		// Every trace, as the measured gateway; the SDK reads OTEL_BSP_*.
 	default:
-		return nil, nil, nil, fmt.Errorf("%s=%q: want %q or %q", envTracing, v, tracingHealthy10, tracingOff)
+		return nil, nil, nil, fmt.Errorf("%s=%q: want %q, %q or %q", envTracing, v, tracingHealthy10, tracingOff, tracingBatch128)
 	}
 	tel, err := telemetry.Setup(ctx, telemetry.Options{
 		ServiceVersion: "hopbench",
