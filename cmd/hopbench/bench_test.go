@@ -58,9 +58,10 @@ func TestQuickRun(t *testing.T) {
 	if res.export.sink.Spans == 0 {
 		t.Error("the OTLP sink received no spans: tracing is not exported")
 	}
-	if res.export.batchRequests == 0 || res.export.batchSink.Spans == 0 {
-		t.Errorf("batch variant: %d requests, %d spans received: it was not measured or does not export",
-			res.export.batchRequests, res.export.batchSink.Spans)
+	// The batch variant's expected span count is exact; at this light load
+	// nothing should be dropped (a margin for the exporter's shutdown).
+	if e := res.export; e.batchRequests == 0 || e.batchSink.Spans > e.batchExpected || float64(e.batchSink.Spans) < 0.95*float64(e.batchExpected) {
+		t.Errorf("batch variant: %d requests, %d spans received, %d expected", e.batchRequests, e.batchSink.Spans, e.batchExpected)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {

@@ -134,7 +134,15 @@ type exportStats struct {
 	metricsScrapeErr string
 	batchSink        sinkStats // the batch variant's own sink
 	batchRequests    int64
+	batchExpected    int64 // spans its requests make (spansCompletion, spansStream)
 }
+
+// Spans of one healthy request on the straight path (DESIGN §5): server,
+// dispatch, hop and await headers, plus the stream gate for a stream.
+const (
+	spansCompletion = 4
+	spansStream     = 5
+)
 
 // world is the running benchmark environment.
 type world struct {
@@ -156,6 +164,7 @@ type world struct {
 	hgReqs     int64 // requests sent to the measured gateway
 	batchSink  *otlpSink
 	batchReqs  int64 // requests sent to the batch variant
+	batchSpans int64 // spans those requests make
 
 	peerErrors []string // first error line each peer logged
 }
@@ -210,7 +219,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	w.logf("warm-up")
 	for _, t := range append(w.targets[:len(w.targets):len(w.targets)], w.variants...) {
 		for _, wl := range []workload{wlComplete, wlStream} {
-			w.count(t, attack(t, wl, attackMode{workers: o.workers}, o.duration/3))
+			w.count(t, wl, attack(t, wl, attackMode{workers: o.workers}, o.duration/3))
 		}
 	}
 
@@ -241,7 +250,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	for range o.rounds {
 		for _, t := range w.targets {
 			s := ttft(w.client, t, o.ttftWorkers, o.duration)
-			w.count(t, s)
+			w.count(t, wlStream, s)
 			res.ttft.by[t.name] = append(res.ttft.by[t.name], s)
 		}
 	}
@@ -264,6 +273,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	res.export.hopgateRequests = w.hgReqs
 	res.export.batchSink = w.batchSink.snapshot()
 	res.export.batchRequests = w.batchReqs
+	res.export.batchExpected = w.batchSpans
 
 	w.logf("memory: %d idle streams per gateway (fresh processes)", o.idle)
 	if err := w.idleTests(res); err != nil {
@@ -382,12 +392,17 @@ func (w *world) stopVariants() {
 
 // count remembers how many requests reached the gateways whose exports are
 // counted: the measured one and the batch variant.
-func (w *world) count(t target, s sample) {
+func (w *world) count(t target, wl workload, s sample) {
 	switch {
 	case t.url == w.hopgate.url:
 		w.hgReqs += int64(s.requests)
 	case t.name == "hopgate-"+tracingBatch128:
 		w.batchReqs += int64(s.requests)
+		per := int64(spansCompletion)
+		if wl.stream {
+			per = spansStream
+		}
+		w.batchSpans += per * int64(s.requests)
 	}
 }
 
@@ -409,7 +424,7 @@ func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round i
 			if wait != nil {
 				wait()
 			}
-			w.count(t, s)
+			w.count(t, wl, s)
 			mx.by[t.name] = append(mx.by[t.name], s)
 		}
 	}
@@ -423,7 +438,7 @@ func (w *world) prime() error {
 		t := w.hopgate
 		t.model = m
 		s := attack(t, wlComplete, attackMode{rate: 1}, time.Second)
-		w.count(t, s)
+		w.count(t, wlComplete, s)
 		if s.ok == 0 {
 			return fmt.Errorf("hopgate does not answer model %q: %v", m, s.errors)
 		}
@@ -464,7 +479,7 @@ func (w *world) failover(res *results, rateMode, maxMode attackMode) error {
 				if err != nil {
 					return err
 				}
-				w.count(t, s)
+				w.count(t, wlComplete, s)
 				mx.by[t.name] = append(mx.by[t.name], s)
 				switch t.model {
 				case modelSkip:
