@@ -337,7 +337,7 @@ func InspectResponses(f sse.Frame) Info {
 		return Info{Kind: Malformed}
 	}
 	var typ []byte
-	var delta, response, errorVal span
+	var typeVal, delta, response, errorVal span
 	obj := jsonscan.Members(data, i)
 	for {
 		key, esc, vs, ve, ok := obj.Next()
@@ -346,9 +346,7 @@ func InspectResponses(f sse.Frame) Info {
 		}
 		switch {
 		case jsonscan.KeyIs(key, esc, "type", false):
-			if data[vs] == '"' {
-				typ = unquote(data, span{vs, ve}) // aliases data unless escaped
-			}
+			typeVal = span{vs, ve}
 		case jsonscan.KeyIs(key, esc, "delta", false):
 			delta = span{vs, ve}
 		case jsonscan.KeyIs(key, esc, "response", false):
@@ -362,6 +360,9 @@ func InspectResponses(f sse.Frame) Info {
 			return Info{Kind: Error}
 		}
 		return Info{Kind: Malformed}
+	}
+	if typeVal.set() && data[typeVal.s] == '"' {
+		typ = unquote(data, typeVal) // aliases data unless escaped
 	}
 	ev := eventName{line: f.Event, typ: typ}
 	var info Info
@@ -432,23 +433,26 @@ type responseObject struct {
 
 func inspectResponseObject(data []byte, at span) responseObject {
 	var r responseObject
+	var usage span
 	obj := jsonscan.ValidMembers(data, at.s)
 	for {
 		key, esc, vs, ve, ok := obj.Next()
 		if !ok {
-			return r
+			break
 		}
 		switch {
 		case jsonscan.KeyIs(key, esc, "model", false):
 			r.model = internModel(data, vs, ve)
 		case jsonscan.KeyIs(key, esc, "usage", false):
-			if (span{vs, ve}).isObject(data) {
-				r.usage = parseUsage(data, span{vs, ve})
-			}
+			usage = span{vs, ve}
 		case jsonscan.KeyIs(key, esc, "error", false):
 			r.err = span{vs, ve}
 		}
 	}
+	if usage.isObject(data) {
+		r.usage = parseUsage(data, usage)
+	}
+	return r
 }
 
 // InspectBody classifies a complete non-streaming JSON response body.
@@ -487,9 +491,9 @@ func InspectBody(body []byte) Info {
 	return info
 }
 
-// ErrorCode returns error.code (or error.type when code is absent or null)
-// of an upstream error body, e.g. "context_length_exceeded"; "" if none.
-// Numeric codes are returned as their digits.
+// ErrorCode returns error.code of an upstream error body, e.g.
+// "context_length_exceeded", or error.type when code is not a non-empty
+// string or a number; "" if neither is. A number is returned as written.
 func ErrorCode(body []byte) string {
 	i := jsonscan.SkipWS(body, 0)
 	if i >= len(body) || body[i] != '{' || !jsonscan.Valid(body) {
@@ -576,15 +580,19 @@ func errorInfo(data []byte) Info {
 	i := jsonscan.SkipWS(data, 0)
 	if i < len(data) && data[i] == '{' && jsonscan.Valid(data) {
 		info.ErrorMessage = messageField(data, span{i, len(data)})
+		var errorVal span
 		obj := jsonscan.ValidMembers(data, i)
 		for {
 			key, esc, vs, ve, ok := obj.Next()
 			if !ok {
 				break
 			}
-			if jsonscan.KeyIs(key, esc, "error", false) && isErrorValue(data, span{vs, ve}) {
-				info.ErrorMessage = errorMessage(data, span{vs, ve})
+			if jsonscan.KeyIs(key, esc, "error", false) {
+				errorVal = span{vs, ve}
 			}
+		}
+		if isErrorValue(data, errorVal) {
+			info.ErrorMessage = errorMessage(data, errorVal)
 		}
 	}
 	return info
@@ -637,6 +645,11 @@ func truncate(m []byte) string {
 	return string(m[:n])
 }
 
+// parseUsage reads the token counts of a usage object: prompt_tokens or
+// input_tokens, completion_tokens or output_tokens, each a non-negative
+// integer of at most 18 digits. Unlike other members, the last *valid*
+// count wins: a usage that repeats a count as null or a string still
+// reports the number it gave.
 func parseUsage(b []byte, s span) Usage {
 	var u Usage
 	o := jsonscan.ValidMembers(b, s.s)

@@ -287,6 +287,10 @@ func FuzzInspectResponses(f *testing.F) {
 	f.Add(`{"type":"error","message":"a","message":"b","error":null}`, "", true)
 	f.Add(`{"type":"response.failed","response":{"error":"quota","model":"m","usage":{"input_tokens":3}}}`, "", true)
 	f.Add(`{"type":".delta","delta":"x"}`, "", true)
+	// Duplicate members: the last wins whatever its type.
+	f.Add(`{"type":"response.completed","type":1}`, "", true)
+	f.Add(`{"type":"response.completed","response":{"usage":{"input_tokens":3},"usage":null}}`, "", true)
+	f.Add(`{"type":"error","error":"a","error":null,"message":"m"}`, "", true)
 	f.Add(`not json`, "error", true)
 	f.Add(``, "error", false)
 	f.Fuzz(func(t *testing.T, d, ev string, hasData bool) {
@@ -295,4 +299,14 @@ func FuzzInspectResponses(f *testing.F) {
 			t.Fatalf("InspectResponses(event %q, data %q, hasData %v)\n got %+v\nwant %+v", ev, d, hasData, got, want)
 		}
 	})
+}
+
+// A chat `event: error` frame reads its members like every body: of
+// duplicate "error" members the last wins, so a trailing null leaves the
+// top-level message.
+func TestChatErrorEventLastMemberWins(t *testing.T) {
+	got := InspectChat(event("error", `{"error":"a","error":null,"message":"m"}`))
+	if got.Kind != Error || got.ErrorMessage != "m" {
+		t.Fatalf("got %v %q, want error %q", got.Kind, got.ErrorMessage, "m")
+	}
 }
