@@ -289,10 +289,12 @@ func (c *call) send(hopCtx context.Context, hs *hopSpan, cancelHop context.Cance
 
 // smallBody is the largest request body sent as an in-memory reader. The
 // transport writes such a body together with the headers in one write
-// (with ~500 bytes of headers it fits the transport's 4 KiB write buffer);
+// when both fit its 4 KiB write buffer (typical headers are ~500 bytes; a
+// large forwarded baggage header can push it to two writes, as before);
 // any other body type makes it flush the headers first, which costs a
-// syscall and a packet per hop. An open stream keeps at most this much of
-// its prompt; larger bodies take several writes anyway and go through
+// syscall and a packet per hop. The request keeps that reader, so an open
+// stream keeps at most this much of its prompt (the rewrite buffer's
+// capacity); larger bodies take several writes anyway and go through
 // upstreamBody, which lets go of them.
 const smallBody = 3 << 10
 
@@ -304,9 +306,10 @@ func newUpstreamBody(b []byte) io.ReadCloser {
 	return &upstreamBody{b: b}
 }
 
-// upstreamBody is a hop's request body that lets go of its bytes at EOF:
-// the transport keeps the request until the response body is closed, and
-// an open stream must not keep a copy of the prompt for its whole life.
+// upstreamBody is a hop's request body larger than smallBody; it lets go of
+// its bytes at EOF: the transport keeps the request until the response
+// body is closed, and an open stream must not keep a copy of a large
+// prompt for its whole life.
 // Close does nothing: the transport may call it while another goroutine
 // still reads.
 type upstreamBody struct{ b []byte }

@@ -12,11 +12,13 @@ import (
 	"github.com/hopgate/hopgate/dispatch/sse"
 )
 
-// An open stream keeps no copy of its prompt: neither the client body (no
-// hop can need it after commit without mid_stream: resume) nor the body
+// An open stream keeps no copy of a large prompt: neither the client body
+// (no hop can need it after commit without mid_stream: resume) nor the body
 // sent upstream (the transport holds the request until the response body
 // is closed). With either copy kept, every stream below would hold at
-// least promptSize more bytes.
+// least promptSize more bytes. Bodies up to smallBody (3 KiB) are sent as
+// an in-memory reader, which the request keeps: that bounded copy is the
+// price of one write per hop, and this test does not see it.
 func TestOpenStreamHoldsNoPrompt(t *testing.T) {
 	const (
 		streams    = 16

@@ -394,7 +394,8 @@ func (c *call) afterCommit(hopCtx, hctx context.Context, span trace.Span, m *con
 }
 
 // dropBody lets go of the client body once an answer is committed that no
-// later hop can need: an open stream then holds no copy of the prompt.
+// later hop can need: an open stream then holds no copy of a prompt larger
+// than smallBody (a smaller one stays in the hop's request body).
 func (c *call) dropBody() { c.req.Body = nil }
 
 // flushPending flushes frames written without a flush.
