@@ -58,10 +58,15 @@ func TestQuickRun(t *testing.T) {
 	if res.export.sink.Spans == 0 {
 		t.Error("the OTLP sink received no spans: tracing is not exported")
 	}
-	// The batch variant's expected span count is exact; at this light load
-	// nothing should be dropped (a margin for the exporter's shutdown).
-	if e := res.export; e.batchRequests == 0 || e.batchSink.Spans > e.batchExpected || float64(e.batchSink.Spans) < 0.95*float64(e.batchExpected) {
-		t.Errorf("batch variant: %d requests, %d spans received, %d expected", e.batchRequests, e.batchSink.Spans, e.batchExpected)
+	// The batch variant's expected span count is exact for its successful
+	// requests; at this light load nothing should be dropped (a margin for
+	// the exporter's shutdown). A failed request may add a degraded-reply
+	// span, so with failures only the lower bound holds.
+	e := res.export
+	low := float64(e.batchSink.Spans) < 0.95*float64(e.batchExpected)
+	high := e.batchFailed == 0 && e.batchSink.Spans > e.batchExpected
+	if e.batchRequests == 0 || low || high {
+		t.Errorf("batch variant: %d requests (%d failed), %d spans received, %d expected", e.batchRequests, e.batchFailed, e.batchSink.Spans, e.batchExpected)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {

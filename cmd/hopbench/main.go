@@ -134,7 +134,8 @@ type exportStats struct {
 	metricsScrapeErr string
 	batchSink        sinkStats // the batch variant's own sink
 	batchRequests    int64
-	batchExpected    int64 // spans its requests make (spansCompletion, spansStream)
+	batchFailed      int64 // of batchRequests; not in batchExpected
+	batchExpected    int64 // spans its successful requests make (spansCompletion, spansStream)
 }
 
 // Spans of one healthy request on the straight path (DESIGN §5): server,
@@ -158,13 +159,14 @@ type world struct {
 	hopgate  target
 	// variants: hopgate with less tracing (throughput only), and their
 	// processes.
-	variants   []target
-	variantGWs []*child
-	client     *http.Client
-	hgReqs     int64 // requests sent to the measured gateway
-	batchSink  *otlpSink
-	batchReqs  int64 // requests sent to the batch variant
-	batchSpans int64 // spans those requests make
+	variants    []target
+	variantGWs  []*child
+	client      *http.Client
+	hgReqs      int64 // requests sent to the measured gateway
+	batchSink   *otlpSink
+	batchReqs   int64 // requests sent to the batch variant
+	batchFailed int64
+	batchSpans  int64 // spans the successful ones make
 
 	peerErrors []string // first error line each peer logged
 }
@@ -274,6 +276,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	res.export.batchSink = w.batchSink.snapshot()
 	res.export.batchRequests = w.batchReqs
 	res.export.batchExpected = w.batchSpans
+	res.export.batchFailed = w.batchFailed
 
 	w.logf("memory: %d idle streams per gateway (fresh processes)", o.idle)
 	if err := w.idleTests(res); err != nil {
@@ -402,7 +405,8 @@ func (w *world) count(t target, wl workload, s sample) {
 		if wl.stream {
 			per = spansStream
 		}
-		w.batchSpans += per * int64(s.requests)
+		w.batchSpans += per * int64(s.ok)
+		w.batchFailed += int64(s.requests - s.ok)
 	}
 }
 

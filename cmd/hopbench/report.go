@@ -54,7 +54,7 @@ func rpsOf(s sample) float64 { return s.rps() }
 // or difference of a and b in each round), for the reader to see how much
 // the verdict depends on which round one looks at.
 func roundsOf(mx *matrix, a, b string, f func(x, y sample) float64, format func(float64) string) string {
-	xs := paired(mx.by[a], mx.by[b], f)
+	xs := slices.DeleteFunc(paired(mx.by[a], mx.by[b], f), math.IsNaN) // a round without successes
 	if len(xs) < 2 {
 		return ""
 	}
@@ -380,7 +380,7 @@ func (r *results) renderLatency(p printer) {
 	p("")
 	p("Stream latency is the whole stream (%d content frames, one write and flush each upstream).", StreamFrames)
 	if variants {
-		p("The completion rounds also ran the two hopgate variants of the throughput table: the")
+		p("The completion rounds also ran the hopgate variants of the throughput table: the")
 		p("difference between *hopgate* and *hopgate-%s* is what exporting every trace adds.", tracingOff)
 	}
 	p("")
@@ -503,8 +503,12 @@ func (r *results) renderExport(p printer) {
 		p("| malformed exports | %d |", e.sink.Bad)
 	}
 	if e.batchRequests > 0 {
-		p("| *hopgate-%s*: spans received, expected | %d of %d (%.2f per request; %d exports) |", tracingBatch128,
-			e.batchSink.Spans, e.batchExpected, float64(e.batchSink.Spans)/float64(e.batchRequests), e.batchSink.Exports)
+		failed := ""
+		if e.batchFailed > 0 {
+			failed = fmt.Sprintf("; %d failed requests, not counted, may have added spans", e.batchFailed)
+		}
+		p("| *hopgate-%s*: spans received, expected | %d of %d (%.2f per request; %d exports%s) |", tracingBatch128,
+			e.batchSink.Spans, e.batchExpected, float64(e.batchSink.Spans)/float64(e.batchRequests), e.batchSink.Exports, failed)
 	}
 	p("| `/metrics` scrapes | %d (%.0f KiB each) |", e.metricsScrapes, float64(e.metricsBytes)/1024/math.Max(1, float64(e.metricsScrapes)))
 	if e.metricsScrapeErr != "" {
@@ -514,8 +518,8 @@ func (r *results) renderExport(p printer) {
 	p("A span count per request below the trace's span count means the batch processor dropped")
 	p("spans under load (its queue was full): export would then be cheaper here than in production.")
 	if e.batchRequests > 0 {
-		p("The batch variant only answers the two workloads, so its expected count is exact: %d spans per", spansCompletion)
-		p("completion, %d per stream.", spansStream)
+		p("The batch variant only answers the two workloads, so its expected count is exact for the")
+		p("requests that succeeded: %d spans per completion, %d per stream.", spansCompletion, spansStream)
 	}
 	p("")
 }
