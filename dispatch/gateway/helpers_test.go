@@ -38,6 +38,7 @@ func startTestGateway(t *testing.T, cfg *config.Config, healthyRatio float64, o 
 	tel, err := telemetry.Setup(context.Background(), telemetry.Options{
 		Region: cfg.Region, HealthyRatio: healthyRatio, SpanExporter: spans,
 		Getenv: func(string) string { return "" },
+		Clock:  o.Clock, // as gateway.Start does when it builds telemetry itself
 	})
 	if err != nil {
 		t.Fatal(err)
