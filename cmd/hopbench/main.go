@@ -368,6 +368,13 @@ func (w *world) close() {
 			w.peerErrors = append(w.peerErrors, fmt.Sprintf("%s logged: %s", p.name, e))
 		}
 	}
+	if w.proxy != nil {
+		// ReverseProxy logs why it cut a response: the notes should say
+		// why the baseline failed requests, not only that it did.
+		if l := lastLineWith(w.proxy.stderr.String(), "proxy: "); l != "" {
+			w.peerErrors = append(w.peerErrors, "the bare proxy's last logged error: "+l)
+		}
+	}
 	w.stopVariants()
 	for _, c := range []**child{&w.gw, &w.proxy, &w.up} {
 		if *c != nil {
@@ -383,6 +390,17 @@ func (w *world) close() {
 		w.sinkStop()
 		w.sinkStop = nil
 	}
+}
+
+// lastLineWith is the last line of s containing sub, trimmed ("" if none).
+func lastLineWith(s, sub string) string {
+	out := ""
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(line, sub) {
+			out = strings.TrimSpace(line)
+		}
+	}
+	return out
 }
 
 // stopVariants stops the variant gateways, which flushes their span queues.
