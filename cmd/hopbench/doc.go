@@ -16,10 +16,11 @@
 // direct, …) so machine noise hits each one equally; the report gives
 // medians of rounds and per-round ratios against the direct and proxy
 // targets, with the range of the per-round values next to each verdict.
-// Three more hopgate processes, identical but for tracing, run in the
-// same throughput and completion-latency rounds: 10 % of healthy traces
-// exported, tracing off, and every trace exported in batches of 128 from
-// a queue of 8192 (its own sink checks that all its spans arrive). BENCH_PEERS=portkey adds Portkey's open-source gateway as a
+// Four more hopgate processes, each identical but for one setting, run in
+// the same throughput and completion-latency rounds: 10 % of healthy
+// traces exported, tracing off, every trace exported in batches of 128
+// from a queue of 8192 (its own sink checks that all its spans arrive),
+// and GOGC=200 (also in the idle-stream memory test). BENCH_PEERS=portkey adds Portkey's open-source gateway as a
 // fourth target (npm install into the user cache, outside the repository).
 //
 // hopbench owns only this measurement. It must not change how hopgate

@@ -326,7 +326,6 @@ func (w *world) start() error {
 		return err
 	}
 	sinkStop := w.sinkStop
-	w.sinkStop = func() { sinkStop(); vSrv.Close() }
 	// The batch variant exports every trace: it gets a sink of its own, so
 	// the report can say whether its spans all arrived.
 	bSrv, bAddr, err := serveLoopback(w.batchSink)
@@ -334,10 +333,13 @@ func (w *world) start() error {
 		return err
 	}
 	w.sinkStop = func() { sinkStop(); vSrv.Close(); bSrv.Close() }
-	for _, v := range []string{tracingHealthy10, tracingOff, tracingBatch128} {
+	for _, v := range []string{tracingHealthy10, tracingOff, tracingBatch128, tracingGOGC200} {
 		env := []string{envUpstream + "=" + upAddr, envOTLP + "=http://" + vAddr, envTracing + "=" + v}
-		if v == tracingBatch128 {
+		switch v {
+		case tracingBatch128:
 			env = append(append(env[:1], envOTLP+"=http://"+bAddr, envTracing+"="+v), batch128Env...)
+		case tracingGOGC200:
+			env = append(env, gogc200Env)
 		}
 		gw, err := startRole(roleGateway, env...)
 		if err != nil {
@@ -627,6 +629,15 @@ func (w *world) idleTests(res *results) error {
 	}
 	res.idle["hopgate"] = idleStreams(target{name: "hopgate", url: "http://" + gw.addrs["main"] + "/v1/chat/completions",
 		header: baseHeader(), model: modelStall, pid: gw.pid()}, w.o.idle, runtimeGauges(gw.addrs["admin"]), heapProfile)
+	gw.stop()
+	// The GOGC variant trades memory for CPU: its side of the trade.
+	gw, err = startRole(roleGateway, envUpstream+"="+upAddr, envOTLP+"=http://"+w.sinkAddr, envTracing+"="+tracingGOGC200, gogc200Env)
+	if err != nil {
+		return err
+	}
+	name := "hopgate-" + tracingGOGC200
+	res.idle[name] = idleStreams(target{name: name, url: "http://" + gw.addrs["main"] + "/v1/chat/completions",
+		header: baseHeader(), model: modelStall, pid: gw.pid()}, w.o.idle, runtimeGauges(gw.addrs["admin"]), nil)
 	gw.stop()
 	for _, name := range w.o.peers {
 		p := startPeer(name, upAddr, w.o.log)

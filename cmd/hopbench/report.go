@@ -330,13 +330,18 @@ func (r *results) renderThroughput(p printer) {
 	if len(variants) == 0 {
 		return
 	}
-	p("What tracing costs: the same rounds included two more hopgate processes, identical but for")
-	p("tracing. *%s*: `telemetry.healthy_sample_ratio: 0.1` (every request here is healthy, so about", "hopgate-"+tracingHealthy10)
+	p("What tracing costs: the same rounds included %d more hopgate processes, each identical to", len(variants))
+	p("*hopgate* but for one setting. *%s*: `telemetry.healthy_sample_ratio: 0.1` (every request here is healthy, so about", "hopgate-"+tracingHealthy10)
 	p("one trace in ten is exported; failover, timeout and error traces would all be kept).")
 	p("*%s*: `OTEL_TRACES_SAMPLER=always_off` (no spans; metrics and logs as usual).", "hopgate-"+tracingOff)
 	if slices.Contains(variants, "hopgate-"+tracingBatch128) {
 		p("*%s*: every trace exported, as *hopgate*, but with `%s` (the SDK's defaults are", "hopgate-"+tracingBatch128, strings.Join(batch128Env, " "))
 		p("512 and 2048): smaller export batches, more often, from a longer queue.")
+	}
+	if slices.Contains(variants, "hopgate-"+tracingGOGC200) {
+		p("*%s*: every trace exported, as *hopgate*, with `%s` (the runtime's default is 100): fewer", "hopgate-"+tracingGOGC200, gogc200Env)
+		p("garbage collections for a larger heap. Not a tracing setting, but the one knob that trades the")
+		p("GC's share of the CPU (see docs/performance.md) for memory.")
 	}
 	p("")
 	p("| workload | hopgate, 100 %% exported / proxy | %s / proxy | %s / proxy |", variants[0], strings.Join(variants[1:], " / proxy | "))
@@ -473,6 +478,10 @@ func (r *results) renderIdle(p printer) {
 		}
 	}
 	p("")
+	if _, ok := r.idle["hopgate-"+tracingGOGC200]; ok {
+		p("*hopgate-%s* is the throughput table's variant with `%s`: the memory side of its trade.", tracingGOGC200, gogc200Env)
+		p("")
+	}
 }
 
 func order(name string) int {

@@ -174,7 +174,13 @@ const (
 	// batches of 128 spans from a queue of 8192 (the SDK's defaults are 512
 	// and 2048): the parent sets the standard OTEL_BSP_* variables.
 	tracingBatch128 = "batch128"
+	// tracingGOGC200 exports every trace like the measured gateway, with
+	// the garbage collector's GOGC at 200 instead of 100.
+	tracingGOGC200 = "gogc200"
 )
+
+// gogc200Env is what makes a gateway the tracingGOGC200 variant.
+const gogc200Env = "GOGC=200"
 
 // batch128Env is what makes a gateway the tracingBatch128 variant.
 var batch128Env = []string{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE=128", "OTEL_BSP_MAX_QUEUE_SIZE=8192"}
@@ -205,10 +211,11 @@ func startGateway(ctx context.Context) (*gateway.Gateway, *telemetry.Telemetry, 
 		ratio = 0.1
 	case tracingOff:
 		sampler = "always_off"
-	case tracingBatch128:
-		// Every trace, as the measured gateway; the SDK reads OTEL_BSP_*.
+	case tracingBatch128, tracingGOGC200:
+		// Every trace, as the measured gateway; the SDK reads OTEL_BSP_*,
+		// the runtime GOGC.
 	default:
-		return nil, nil, nil, fmt.Errorf("%s=%q: want %q, %q or %q", envTracing, v, tracingHealthy10, tracingOff, tracingBatch128)
+		return nil, nil, nil, fmt.Errorf("%s=%q: want %q, %q, %q or %q", envTracing, v, tracingHealthy10, tracingOff, tracingBatch128, tracingGOGC200)
 	}
 	tel, err := telemetry.Setup(ctx, telemetry.Options{
 		ServiceVersion: "hopbench",
