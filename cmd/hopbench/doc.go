@@ -12,8 +12,9 @@
 // time-to-first-token and idle streams) and the OTLP sink, which counts
 // bytes and spans so the export cost is real and its completeness visible.
 //
-// Targets are measured in alternating rounds (direct, proxy, hopgate,
-// direct, …) so machine noise hits each one equally; the report gives
+// Targets are measured in alternating rounds (direct, proxy, hopgate, …,
+// then proxy, hopgate, …, direct in the next round, and so on) so machine
+// noise and a target's place in the round hit each one equally; the report gives
 // medians of rounds and per-round ratios against the direct and proxy
 // targets, with the range of the per-round values next to each verdict.
 // Four more hopgate processes, each identical but for one setting, run in

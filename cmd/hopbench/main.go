@@ -249,8 +249,9 @@ func run(ctx context.Context, o options) (*results, error) {
 
 	w.logf("time to first token, %d concurrent streams", o.ttftWorkers)
 	res.ttft = newMatrix(attackMode{workers: uint64(o.ttftWorkers)}, wlStream, res.targets)
-	for range o.rounds {
-		for _, t := range w.targets {
+	for r := range o.rounds {
+		for i := range w.targets {
+			t := w.targets[(i+r)%len(w.targets)]
 			s := ttft(w.client, t, o.ttftWorkers, o.duration)
 			w.count(t, wlStream, s)
 			res.ttft.by[t.name] = append(res.ttft.by[t.name], s)
@@ -430,7 +431,8 @@ func (w *world) count(t target, wl workload, s sample) {
 	}
 }
 
-// rounds measures every target once per round, in order, o.rounds times.
+// rounds measures every target once per round, o.rounds times; round r
+// runs the targets in order starting at target r (mod len).
 // hook, when set, may start something alongside a turn (a profile).
 func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round int, t target, d time.Duration) func()) *matrix {
 	names := make([]string, len(ts))
@@ -439,7 +441,10 @@ func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round i
 	}
 	mx := newMatrix(m, wl, names)
 	for r := range w.o.rounds {
-		for _, t := range ts {
+		// Each round starts one target later: no target always runs right
+		// after the same neighbour, or at the same point of a round.
+		for i := range ts {
+			t := ts[(i+r)%len(ts)]
 			var wait func()
 			if hook != nil {
 				wait = hook(r, t, w.o.duration)
@@ -492,8 +497,9 @@ func (w *world) failover(res *results, rateMode, maxMode attackMode) error {
 	res.failMax = newMatrix(maxMode, wlComplete, names)
 	for _, mx := range []*matrix{res.failRate, res.failMax} {
 		w.logf("failover at %s", mx.mode)
-		for range w.o.rounds {
-			for _, t := range ts {
+		for r := range w.o.rounds {
+			for i := range ts {
+				t := ts[(i+r)%len(ts)]
 				before, err := w.upstreamStats()
 				if err != nil {
 					return err
