@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +181,45 @@ func seq(n int) []int {
 		out[i] = i + 1
 	}
 	return out
+}
+
+// Every round runs every target once, in an order of its own: over rounds,
+// each target is seen in first place (a fixed or rotated order would keep
+// the same neighbours).
+func TestShuffledRounds(t *testing.T) {
+	w := &world{order: rand.New(rand.NewPCG(1, 0))}
+	ts := []target{{name: "direct"}, {name: "proxy"}, {name: "hopgate"}, {name: "hopgate-off"}}
+	first := map[string]int{}
+	after := map[string]bool{} // "a>b": b ran right after a
+	for range 200 {
+		got := w.shuffled(ts)
+		names := make([]string, len(got))
+		for i, x := range got {
+			names[i] = x.name
+			if i > 0 {
+				after[got[i-1].name+">"+x.name] = true
+			}
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, []string{"direct", "hopgate", "hopgate-off", "proxy"}) {
+			t.Fatalf("round runs %v: not every target once", names)
+		}
+		first[got[0].name]++
+	}
+	if len(first) != len(ts) {
+		t.Errorf("first places over 200 rounds: %v; want every target", first)
+	}
+	if len(after) != len(ts)*(len(ts)-1) {
+		t.Errorf("%d of %d neighbour pairs seen over 200 rounds", len(after), len(ts)*(len(ts)-1))
+	}
+}
+
+func TestLinesWith(t *testing.T) {
+	n, last := linesWith("x\nproxy: a\nnoise\nproxy: b \n", "proxy: ")
+	if n != 2 || last != "proxy: b" {
+		t.Fatalf("got %d %q", n, last)
+	}
+	if n, last := linesWith("", "proxy: "); n != 0 || last != "" {
+		t.Fatalf("empty: got %d %q", n, last)
+	}
 }

@@ -12,11 +12,12 @@
 // time-to-first-token and idle streams) and the OTLP sink, which counts
 // bytes and spans so the export cost is real and its completeness visible.
 //
-// Targets are measured in alternating rounds (direct, proxy, hopgate, …,
-// then proxy, hopgate, …, direct in the next round, and so on) so machine
-// noise and a target's place in the round hit each one equally; the report gives
-// medians of rounds and per-round ratios against the direct and proxy
-// targets, with the range of the per-round values next to each verdict.
+// Targets are measured in alternating rounds, each round in its own
+// shuffled order (-seed, given in the report), so machine noise and a
+// target's place or neighbour in a round do not favour one of them; the
+// report gives medians of rounds and per-round ratios against the direct
+// and proxy targets, with the range of the per-round values next to each
+// verdict measured in rounds.
 // Four more hopgate processes, each identical but for one setting, run in
 // the same throughput and completion-latency rounds: 10 % of healthy
 // traces exported, tracing off, every trace exported in batches of 128

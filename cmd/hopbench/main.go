@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +53,7 @@ type options struct {
 	profileDir  string
 	root        string // module root (micro-benchmarks)
 	quick       bool
+	seed        uint64 // shuffles the order of targets in each round
 	log         io.Writer
 }
 
@@ -69,6 +72,7 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.profileDir, "profile", "", "directory for CPU and allocation profiles of hopgate under load")
 	peers := fs.String("peers", getenv("BENCH_PEERS"), "comma-separated peer gateways to include (portkey); default $BENCH_PEERS")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: tiny durations and counts, no micro-benchmarks")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of each round's target order (0: from the clock; the report gives it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -84,6 +88,9 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	if o.quick {
 		o.duration, o.rounds, o.rate, o.workers, o.idle, o.micro = 300*time.Millisecond, 1, 200, 8, 50, false
 		o.ttftWorkers = 2
+	}
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano())
 	}
 	if o.rounds < 1 || o.duration <= 0 || o.rate < 1 || o.workers < 1 || o.idle < 1 {
 		return o, errors.New("rounds, duration, rate, workers and idle must be positive")
@@ -157,8 +164,8 @@ type world struct {
 	sinkStop func()
 	targets  []target
 	hopgate  target
-	// variants: hopgate with less tracing (throughput only), and their
-	// processes.
+	// variants: hopgate differing in one setting (throughput and completion
+	// latency rounds), and their processes.
 	variants    []target
 	variantGWs  []*child
 	client      *http.Client
@@ -168,7 +175,8 @@ type world struct {
 	batchFailed int64
 	batchSpans  int64 // spans the successful ones make
 
-	peerErrors []string // first error line each peer logged
+	peerErrors []string   // first error line each peer logged, and the bare proxy's last
+	order      *rand.Rand // shuffles each round's targets (seeded by o.seed)
 }
 
 func (w *world) logf(format string, args ...any) {
@@ -191,7 +199,8 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	res := &results{opts: o, facts: readFacts(), latency: map[string]*matrix{}, throughput: map[string]*matrix{},
 		idle: map[string]idleResult{}, calibration: map[string]sample{}}
-	w := &world{o: o, sink: newOTLPSink(), batchSink: newOTLPSink(), client: streamClient()}
+	w := &world{o: o, sink: newOTLPSink(), batchSink: newOTLPSink(), client: streamClient(),
+		order: rand.New(rand.NewPCG(o.seed, 0))}
 	defer w.close()
 	if err := w.start(); err != nil {
 		return nil, err
@@ -249,9 +258,8 @@ func run(ctx context.Context, o options) (*results, error) {
 
 	w.logf("time to first token, %d concurrent streams", o.ttftWorkers)
 	res.ttft = newMatrix(attackMode{workers: uint64(o.ttftWorkers)}, wlStream, res.targets)
-	for r := range o.rounds {
-		for i := range w.targets {
-			t := w.targets[(i+r)%len(w.targets)]
+	for range o.rounds {
+		for _, t := range w.shuffled(w.targets) {
 			s := ttft(w.client, t, o.ttftWorkers, o.duration)
 			w.count(t, wlStream, s)
 			res.ttft.by[t.name] = append(res.ttft.by[t.name], s)
@@ -374,8 +382,9 @@ func (w *world) close() {
 	if w.proxy != nil {
 		// ReverseProxy logs why it cut a response: the notes should say
 		// why the baseline failed requests, not only that it did.
-		if l := lastLineWith(w.proxy.stderr.String(), "proxy: "); l != "" {
-			w.peerErrors = append(w.peerErrors, "the bare proxy's last logged error: "+l)
+		if n, l := linesWith(w.proxy.stderr.String(), "proxy: "); n > 0 {
+			w.peerErrors = append(w.peerErrors, fmt.Sprintf(
+				"the bare proxy logged at least %d errors over the whole run, warm-up included (its log is kept to the last 8 KiB); the last: %s", n, l))
 		}
 	}
 	w.stopVariants()
@@ -395,15 +404,15 @@ func (w *world) close() {
 	}
 }
 
-// lastLineWith is the last line of s containing sub, trimmed ("" if none).
-func lastLineWith(s, sub string) string {
-	out := ""
+// linesWith counts the lines of s containing sub and returns the last one,
+// trimmed.
+func linesWith(s, sub string) (n int, last string) {
 	for line := range strings.SplitSeq(s, "\n") {
 		if strings.Contains(line, sub) {
-			out = strings.TrimSpace(line)
+			n, last = n+1, strings.TrimSpace(line)
 		}
 	}
-	return out
+	return n, last
 }
 
 // stopVariants stops the variant gateways, which flushes their span queues.
@@ -431,8 +440,19 @@ func (w *world) count(t target, wl workload, s sample) {
 	}
 }
 
-// rounds measures every target once per round, o.rounds times; round r
-// runs the targets in order starting at target r (mod len).
+// shuffled is ts in a new random order: each round runs its targets in
+// its own order, so no target always follows the same neighbour or holds
+// the same place in a round (machine noise that drifts within a round
+// then spreads over all targets instead of biasing one). Pairs stay within
+// a round: every target still runs once per round.
+func (w *world) shuffled(ts []target) []target {
+	out := slices.Clone(ts)
+	w.order.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// rounds measures every target once per round, o.rounds times, each round
+// in its own order (shuffled).
 // hook, when set, may start something alongside a turn (a profile).
 func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round int, t target, d time.Duration) func()) *matrix {
 	names := make([]string, len(ts))
@@ -441,10 +461,7 @@ func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round i
 	}
 	mx := newMatrix(m, wl, names)
 	for r := range w.o.rounds {
-		// Each round starts one target later: no target always runs right
-		// after the same neighbour, or at the same point of a round.
-		for i := range ts {
-			t := ts[(i+r)%len(ts)]
+		for _, t := range w.shuffled(ts) {
 			var wait func()
 			if hook != nil {
 				wait = hook(r, t, w.o.duration)
@@ -497,9 +514,8 @@ func (w *world) failover(res *results, rateMode, maxMode attackMode) error {
 	res.failMax = newMatrix(maxMode, wlComplete, names)
 	for _, mx := range []*matrix{res.failRate, res.failMax} {
 		w.logf("failover at %s", mx.mode)
-		for r := range w.o.rounds {
-			for i := range ts {
-				t := ts[(i+r)%len(ts)]
+		for range w.o.rounds {
+			for _, t := range w.shuffled(ts) {
 				before, err := w.upstreamStats()
 				if err != nil {
 					return err
