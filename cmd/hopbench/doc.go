@@ -13,8 +13,10 @@
 // bytes and spans so the export cost is real and its completeness visible.
 //
 // Targets are measured in alternating rounds, each round in its own
-// shuffled order (-seed, given in the report), so machine noise and a
-// target's place or neighbour in a round do not favour one of them; the
+// shuffled order (-seed, given in the report), with a short idle time
+// before each turn (-settle) so one target's leftover GC and span export
+// do not run in the next one's turn; machine noise and a target's place
+// or neighbour in a round then do not favour one of them; the
 // report gives medians of rounds and per-round ratios against the direct
 // and proxy targets, with the range of the per-round values next to each
 // verdict measured in rounds.

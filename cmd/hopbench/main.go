@@ -53,7 +53,8 @@ type options struct {
 	profileDir  string
 	root        string // module root (micro-benchmarks)
 	quick       bool
-	seed        uint64 // shuffles the order of targets in each round
+	seed        uint64        // shuffles the order of targets in each round
+	settle      time.Duration // idle time before each turn
 	log         io.Writer
 }
 
@@ -72,6 +73,7 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.profileDir, "profile", "", "directory for CPU and allocation profiles of hopgate under load")
 	peers := fs.String("peers", getenv("BENCH_PEERS"), "comma-separated peer gateways to include (portkey); default $BENCH_PEERS")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: tiny durations and counts, no micro-benchmarks")
+	fs.DurationVar(&o.settle, "settle", 250*time.Millisecond, "idle time before each turn, so the previous target's leftovers (GC, span export) do not run in it")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of each round's target order (0: from the clock; the report gives it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -87,7 +89,7 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	}
 	if o.quick {
 		o.duration, o.rounds, o.rate, o.workers, o.idle, o.micro = 300*time.Millisecond, 1, 200, 8, 50, false
-		o.ttftWorkers = 2
+		o.ttftWorkers, o.settle = 2, 0
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
@@ -263,6 +265,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	res.ttft = newMatrix(attackMode{workers: uint64(o.ttftWorkers)}, wlStream, res.targets)
 	for range o.rounds {
 		for _, t := range w.shuffled(w.targets) {
+			time.Sleep(o.settle)
 			s := ttft(w.client, t, o.ttftWorkers, o.duration)
 			w.count(t, wlStream, s)
 			res.ttft.by[t.name] = append(res.ttft.by[t.name], s)
@@ -465,6 +468,7 @@ func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round i
 	mx := newMatrix(m, wl, names)
 	for r := range w.o.rounds {
 		for _, t := range w.shuffled(ts) {
+			time.Sleep(w.o.settle)
 			var wait func()
 			if hook != nil {
 				wait = hook(r, t, w.o.duration)
@@ -519,6 +523,7 @@ func (w *world) failover(res *results, rateMode, maxMode attackMode) error {
 		w.logf("failover at %s", mx.mode)
 		for range w.o.rounds {
 			for _, t := range w.shuffled(ts) {
+				time.Sleep(w.o.settle)
 				before, err := w.upstreamStats()
 				if err != nil {
 					return err

@@ -158,7 +158,7 @@ func render(w io.Writer, r *results) {
 	p("| OS | %s |", f.kernel)
 	p("| Go | %s |", f.goVer)
 	p("| load average at start / end | %s / %s |", f.loadavg, readFacts().loadavg)
-	p("| rounds × turn | %d × %s per target (targets alternate within each round, in a shuffled order per round, seed %d; medians of rounds) |", o.rounds, o.duration, o.seed)
+	p("| rounds × turn | %d × %s per target (targets alternate within each round, in a shuffled order per round, seed %d, %s idle before each turn; medians of rounds) |", o.rounds, o.duration, o.seed, o.settle)
 	p("| fixed rate / fixed concurrency | %d req/s open loop (vegeta) / %d workers closed loop |", o.rate, o.workers)
 	p("| total run time | %s |", r.elapsed.Round(time.Second))
 	if l1, err := strconv.ParseFloat(strings.Fields(f.loadavg + " 0")[0], 64); err == nil && l1 > float64(f.cores) {
