@@ -57,6 +57,11 @@ func TestQuickRun(t *testing.T) {
 	if ir := res.idle["hopgate"]; ir.opened != o.idle {
 		t.Errorf("idle streams through hopgate: %d of %d opened (%s)", ir.opened, o.idle, ir.err)
 	}
+	// Metrics on: the measured gateway is scraped in each of its turns
+	// (latency and throughput for 2 workloads, TTFT, 3 failover paths × 2).
+	if e := res.export; e.metricsScrapes < 11 || e.metricsScrapeErr != "" {
+		t.Errorf("measured gateway scraped %d times (want one per turn, 11), last error %q", e.metricsScrapes, e.metricsScrapeErr)
+	}
 	if res.export.sink.Spans == 0 {
 		t.Error("the OTLP sink received no spans: tracing is not exported")
 	}

@@ -24,6 +24,7 @@ type target struct {
 	header http.Header
 	model  string // model name in the request body
 	pid    int    // process serving it (RSS), 0 if not ours
+	admin  string // a hopgate's admin listener (its /metrics), "" for others
 }
 
 // workload is what a request asks for.

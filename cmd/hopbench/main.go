@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -179,6 +180,11 @@ type world struct {
 
 	peerErrors []string   // first error line each peer logged, and the bare proxy's last
 	order      *rand.Rand // shuffles each round's targets (seeded by o.seed)
+
+	scrapeMu    sync.Mutex // the measured gateway's scrapes (scrapeDuring)
+	scrapes     int
+	scrapeBytes int64
+	scrapeErr   string
 }
 
 func (w *world) logf(format string, args ...any) {
@@ -216,17 +222,7 @@ func run(ctx context.Context, o options) (*results, error) {
 		}
 	}
 
-	// Metrics on: scrape the admin listener like a Prometheus would (more
-	// often than the usual 15 s, so scrapes land inside rounds).
-	scrapeCtx, stopScrape := context.WithCancel(ctx)
-	scrapeDone := make(chan struct{})
-	go func() {
-		defer close(scrapeDone)
-		w.scrapeLoop(scrapeCtx, 5*time.Second, &res.export)
-	}()
-
 	if err := w.prime(); err != nil {
-		stopScrape()
 		return nil, err
 	}
 	w.logf("warm-up")
@@ -266,20 +262,21 @@ func run(ctx context.Context, o options) (*results, error) {
 	for range o.rounds {
 		for _, t := range w.shuffled(w.targets) {
 			time.Sleep(o.settle)
+			scraped := w.scrapeDuring(t, o.duration)
 			s := ttft(w.client, t, o.ttftWorkers, o.duration)
+			scraped()
 			w.count(t, wlStream, s)
 			res.ttft.by[t.name] = append(res.ttft.by[t.name], s)
 		}
 	}
 
 	if err := w.failover(res, rateMode, maxMode); err != nil {
-		stopScrape()
 		return nil, err
 	}
 	w.calibrate(res, maxMode)
-
-	stopScrape()
-	<-scrapeDone
+	w.scrapeMu.Lock()
+	res.export.metricsScrapes, res.export.metricsBytes, res.export.metricsScrapeErr = w.scrapes, w.scrapeBytes, w.scrapeErr
+	w.scrapeMu.Unlock()
 	// Stopping the gateway flushes its span queue: only then does the sink
 	// hold everything the measured requests exported.
 	w.gw.stop()
@@ -332,7 +329,8 @@ func (w *world) start() error {
 	}
 	direct := target{name: "direct", url: "http://" + upAddr + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.up.pid()}
 	proxy := target{name: "proxy", url: "http://" + w.proxy.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.proxy.pid()}
-	w.hopgate = target{name: "hopgate", url: "http://" + w.gw.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.gw.pid()}
+	w.hopgate = target{name: "hopgate", url: "http://" + w.gw.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench,
+		pid: w.gw.pid(), admin: w.gw.addrs["admin"]}
 	w.targets = []target{direct, proxy, w.hopgate}
 	// The variants export to a sink of their own: the export table counts
 	// the measured gateway's spans only.
@@ -362,7 +360,7 @@ func (w *world) start() error {
 		}
 		w.variantGWs = append(w.variantGWs, gw)
 		w.variants = append(w.variants, target{name: "hopgate-" + v, url: "http://" + gw.addrs["main"] + "/v1/chat/completions",
-			header: baseHeader(), model: modelBench, pid: gw.pid()})
+			header: baseHeader(), model: modelBench, pid: gw.pid(), admin: gw.addrs["admin"]})
 	}
 	for _, name := range w.o.peers {
 		p := startPeer(name, upAddr, w.o.log)
@@ -473,7 +471,9 @@ func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round i
 			if hook != nil {
 				wait = hook(r, t, w.o.duration)
 			}
+			scraped := w.scrapeDuring(t, w.o.duration)
 			s := attack(t, wl, m, w.o.duration)
+			scraped()
 			if wait != nil {
 				wait()
 			}
@@ -528,7 +528,9 @@ func (w *world) failover(res *results, rateMode, maxMode attackMode) error {
 				if err != nil {
 					return err
 				}
+				scraped := w.scrapeDuring(t, w.o.duration)
 				s := attack(t, wlComplete, mx.mode, w.o.duration)
+				scraped()
 				after, err := w.upstreamStats()
 				if err != nil {
 					return err
@@ -569,29 +571,33 @@ func (w *world) upstreamStats() (upstreamStats, error) {
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
-// scrapeLoop GETs hopgate's /metrics every period until ctx ends.
-func (w *world) scrapeLoop(ctx context.Context, period time.Duration, st *exportStats) {
-	// Only the measured gateway is scraped: the variants record metrics
-	// but are not scraped, which can only favour them slightly (a scrape
-	// costs its gateway CPU), never the measured hopgate. Scraping every
-	// process instead added five collections' CPU to every target's turns.
-	url := "http://" + w.gw.addrs["admin"] + "/metrics"
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n, err := get(url)
-		if err != nil {
-			st.metricsScrapeErr = err.Error()
-			continue
-		}
-		st.metricsScrapes++
-		st.metricsBytes += int64(n)
+// scrapeDuring scrapes t's /metrics once, halfway through a turn of
+// length d starting now, when t is a hopgate (metrics on, as Prometheus
+// would). Every hopgate process is scraped in its own turns only, so a
+// collection's CPU lands in the turn of the gateway that pays it and in no
+// other target's. wait returns when the scrape is done.
+func (w *world) scrapeDuring(t target, d time.Duration) (wait func()) {
+	if t.admin == "" {
+		return func() {}
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(d / 2)
+		n, err := get("http://" + t.admin + "/metrics")
+		if t.admin != w.hopgate.admin {
+			return // only the measured gateway's scrapes are reported
+		}
+		w.scrapeMu.Lock()
+		defer w.scrapeMu.Unlock()
+		if err != nil {
+			w.scrapeErr = err.Error()
+			return
+		}
+		w.scrapes++
+		w.scrapeBytes += int64(n)
+	}()
+	return func() { <-done }
 }
 
 func get(url string) (int, error) {

@@ -170,7 +170,7 @@ func render(w io.Writer, r *results) {
 	p("Everything runs on this machine over loopback, each in its own process: a fast fake upstream")
 	p("(precomputed answers), a bare `httputil.ReverseProxy` (with hopgate's upstream transport),")
 	p("hopgate (`gateway.Start`, auth keys, JSON logs to /dev/null, **100 %% of traces exported** over")
-	p("OTLP/HTTP to a sink that counts bytes and spans, metrics scraped every 5 s), and the load")
+	p("OTLP/HTTP to a sink that counts bytes and spans, metrics scraped halfway through each of its turns), and the load")
 	p("generator. *direct* is the client talking to the upstream itself. On 2 cores every process")
 	p("competes with the load generator, so absolute numbers are low; the ratios are the point.")
 	p("")
