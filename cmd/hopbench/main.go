@@ -563,7 +563,7 @@ func (w *world) calibrate(res *results, m attackMode) {
 
 func (w *world) upstreamStats() (upstreamStats, error) {
 	var st upstreamStats
-	resp, err := http.Get("http://" + w.up.addrs["upstream"] + "/_stats")
+	resp, err := control.Get("http://" + w.up.addrs["upstream"] + "/_stats")
 	if err != nil {
 		return st, err
 	}
@@ -601,7 +601,7 @@ func (w *world) scrapeDuring(t target, d time.Duration) (wait func()) {
 }
 
 func get(url string) (int, error) {
-	resp, err := http.Get(url)
+	resp, err := control.Get(url)
 	if err != nil {
 		return 0, err
 	}
@@ -618,7 +618,7 @@ var gaugeRE = regexp.MustCompile(`(?m)^(go_goroutines|go_memstats_heap_inuse_byt
 // runtimeGauges reads goroutines and heap in use from a gateway's /metrics.
 func runtimeGauges(admin string) func() (float64, float64) {
 	return func() (float64, float64) {
-		resp, err := http.Get("http://" + admin + "/metrics")
+		resp, err := control.Get("http://" + admin + "/metrics")
 		if err != nil {
 			return 0, 0
 		}
@@ -718,7 +718,7 @@ func fetch(url, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	resp, err := http.Get(url)
+	resp, err := control.Get(url)
 	if err != nil {
 		return err
 	}
@@ -736,3 +736,8 @@ func fetch(url, path string) error {
 	}
 	return f.Close()
 }
+
+// control is the client of the harness's own requests (stats, scrapes,
+// profiles): bounded, so a gateway that stops answering fails the run
+// instead of hanging it. The longest is a CPU profile of one turn.
+var control = &http.Client{Timeout: time.Minute}
