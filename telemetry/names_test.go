@@ -3,8 +3,8 @@ package telemetry
 import "testing"
 
 // The names below are written out, not taken from the constants: the
-// span-tree tests build their expectations from the constants, so only this
-// table fails when a name of DESIGN.md §5 (or one that a shipped artifact
+// span-tree and metric tests build their expectations from the constants,
+// so only this table fails when a name of DESIGN.md §5 (or one that a shipped artifact
 // matches on: the compose collector's tail sampling, the dashboards, the
 // docs) is renamed. A rename needs a CHANGELOG migration note and this table.
 func TestContractNames(t *testing.T) {
@@ -45,6 +45,29 @@ func TestContractNames(t *testing.T) {
 		GateDiscardEOF:      "discard_eof",
 		GateCommitTimeout:   "commit_timeout",
 		GateFailoverTimeout: "failover_timeout",
+		// DESIGN.md §5 metrics (Prometheus names) and their labels; the
+		// dashboards query them.
+		MetricBreakerState:       "hopgate_breaker_state",
+		MetricBreakerTransitions: "hopgate_breaker_transitions_total",
+		MetricBreakerSkips:       "hopgate_breaker_skips_total",
+		MetricHops:               "hopgate_hops_total",
+		MetricHopDuration:        "hopgate_hop_duration_seconds",
+		MetricRequests:           "hopgate_requests_total",
+		MetricGateDecisions:      "hopgate_stream_gate_decisions_total",
+		MetricGateWait:           "hopgate_stream_gate_wait_seconds",
+		MetricHeaderTimeouts:     "hopgate_header_timeouts_total",
+		MetricChainExceeded:      "hopgate_chain_exceeded_max_time_total",
+		MetricDegradedReplies:    "hopgate_degraded_replies_total",
+		MetricCost:               "hopgate_cost_total",
+		LabelRegion:              "region",
+		LabelChannel:             "channel",
+		LabelChannelRegion:       "channel_region",
+		LabelModel:               "model",
+		LabelOutcome:             "outcome",
+		LabelDecision:            "decision",
+		LabelFrom:                "from",
+		LabelTo:                  "to",
+		LabelOperation:           "operation",
 		// Matched by deploy/compose/otel-collector.yaml and the dashboards.
 		AttrTimedOut:         "hopgate.timed_out",
 		OutcomeOK:            "ok",
