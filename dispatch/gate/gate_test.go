@@ -324,6 +324,13 @@ var inspectorSeqs = [][]string{
 		chunk(chunkHead, `[{"index":0,"delta":{},"finish_reason":"stop"}]`),
 		chunk(chunkHead, `[],"usage":{"prompt_tokens":3,"completion_tokens":2}`),
 	},
+	{ // usage and an error member before "choices" are in the remembered head
+		`{"id":"x","model":"m","usage":{"prompt_tokens":3,"completion_tokens":2},"choices":[{"index":0,"delta":{"content":"a"}}]}`,
+		`{"id":"x","model":"m","usage":{"prompt_tokens":3,"completion_tokens":2},"choices":[{"index":0,"delta":{"content":"b"}}]}`,
+		`{"id":"x","model":"m","usage":{"prompt_tokens":3,"completion_tokens":2},"choices":[{"index":0,"delta":{"content":"cd"}}]}`,
+		`{"id":"x","model":"m","error":{"message":"boom"},"choices":[{"index":0,"delta":{"content":"a"}}]}`,
+		`{"id":"x","model":"m","error":{"message":"boom"},"choices":[{"index":0,"delta":{"content":"b"}}]}`,
+	},
 	{ // the number before the ',' grows: the prefix must not match
 		`{"id":"chatcmpl-0123456789abcdef","created":1,"choices":[{"index":0,"delta":{"content":"a"}}]}`,
 		`{"id":"chatcmpl-0123456789abcdef","created":12,"choices":[{"index":0,"delta":{"content":"b"}}]}`,
