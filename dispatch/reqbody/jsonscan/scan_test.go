@@ -220,6 +220,56 @@ func checkKnownIterators(t testing.TB, b []byte) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("%q:\nknown-valid iterators:\n%s\nvalidating iterators:\n%s", b, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	checkResume(t, b, i)
+}
+
+// checkResume: an object iterator rebuilt with ResumeMembers at any point
+// the gate may cut (after a member, before its ',') returns the same
+// remaining members, and the same end, as the iterator it was cut from.
+func checkResume(t testing.TB, b []byte, i int) {
+	if i >= len(b) || b[i] != '{' {
+		return
+	}
+	type member struct {
+		key    string
+		vs, ve int
+	}
+	type point struct{ pos, n int }
+	var all []member
+	var cuts []point
+	o := Members(b, i)
+	for {
+		if pos := o.Pos(); o.Count() > 0 {
+			if j := SkipWS(b, pos); j < len(b) && b[j] == ',' {
+				cuts = append(cuts, point{pos, o.Count()})
+			}
+		}
+		key, _, vs, ve, ok := o.Next()
+		if !ok {
+			break
+		}
+		all = append(all, member{string(key), vs, ve})
+	}
+	if o.Err() {
+		t.Fatalf("%q: valid JSON, iterator error", b)
+	}
+	for _, c := range cuts {
+		r := ResumeMembers(b, c.pos, c.n)
+		k := c.n
+		for {
+			key, _, vs, ve, ok := r.Next()
+			if !ok {
+				break
+			}
+			if k >= len(all) || (member{string(key), vs, ve}) != all[k] {
+				t.Fatalf("%q resumed at %d after %d members: member %d is %q [%d,%d)", b, c.pos, c.n, k, key, vs, ve)
+			}
+			k++
+		}
+		if r.Err() || k != len(all) || r.End() != o.End() || r.Len() != len(all) {
+			t.Fatalf("%q resumed at %d after %d members: err %v, %d of %d members, end %d want %d", b, c.pos, c.n, r.Err(), k, len(all), r.End(), o.End())
+		}
+	}
 }
 
 var knownCases = []string{
