@@ -126,7 +126,7 @@ func (ci *ChatInspector) sameShape(f sse.Frame) (Info, bool) {
 // learn remembers a plain content chunk whose text is the literal at text.
 func (ci *ChatInspector) learn(data []byte, info Info, text span) {
 	if info.Kind != Content || info.FinishReason || info.ToolCalls || info.UsageOnly || info.Usage.Present ||
-		info.ErrorMessage != "" || !text.set() || text.e-text.s < 3 {
+		info.ErrorMessage != "" || !text.set() || text.e-text.s < 3 || len(data)-(text.e-text.s) > maxMemo {
 		return
 	}
 	ci.head = append(ci.head[:0], data[:text.s]...)
@@ -137,6 +137,12 @@ func (ci *ChatInspector) learn(data []byte, info Info, text span) {
 
 // minPrefix: shorter prefixes are not worth remembering.
 const minPrefix = 32
+
+// maxMemo bounds what an inspector copies from one frame (the prefix, or a
+// content chunk's head and tail): a real chunk's head is a few hundred
+// bytes, and an upstream sending huge frames must not make every open
+// stream hold copies of them. Larger frames are simply parsed in full.
+const maxMemo = 4 << 10
 
 func inspectChat(f sse.Frame, memo *ChatInspector) Info {
 	if f.Event == "error" {
@@ -191,7 +197,7 @@ func inspectChat(f sse.Frame, memo *ChatInspector) Info {
 	if cutPos >= 0 && (cutPos != memo.pos || !bytes.HasPrefix(data, memo.prefix)) {
 		// The ',' before "choices" ends the prefix: it terminates the
 		// value before it, so equal bytes up to it parse the same way.
-		if comma := jsonscan.SkipWS(data, cutPos); comma+1 >= minPrefix && comma < len(data) && data[comma] == ',' {
+		if comma := jsonscan.SkipWS(data, cutPos); comma+1 >= minPrefix && comma < maxMemo && comma < len(data) && data[comma] == ',' {
 			memo.prefix = append(memo.prefix[:0], data[:comma+1]...)
 			memo.pos, memo.n = cutPos, cutN
 			memo.model, memo.errorVal, memo.usageVal = cutModel, cutErr, cutUsage

@@ -433,3 +433,22 @@ func BenchmarkChatInspector(b *testing.B) {
 		i++
 	}
 }
+
+// An inspector copies at most maxMemo bytes of a frame: chunks with a huge
+// head (an "id" of 64 KiB) are classified as InspectChat does, and the
+// stream holds no copy of them.
+func TestChatInspectorMemoBounded(t *testing.T) {
+	head := `{"id":"` + strings.Repeat("x", 64<<10) + `","model":"m","choices":`
+	seq := []string{
+		chunk(head, `[{"index":0,"delta":{"content":"ab"}}]`),
+		chunk(head, `[{"index":0,"delta":{"content":"cd"}}]`),
+	}
+	checkInspector(t, seq)
+	var ci ChatInspector
+	for _, d := range seq {
+		ci.Inspect(sse.Frame{Data: []byte(d), HasData: true})
+	}
+	if n := cap(ci.prefix) + cap(ci.head) + cap(ci.tail); n > 2*maxMemo {
+		t.Fatalf("inspector holds %d bytes after 64 KiB frames, want at most %d", n, 2*maxMemo)
+	}
+}
