@@ -1,0 +1,639 @@
+package otlpwire
+
+import (
+	"math"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Field numbers of opentelemetry/proto/{collector/trace,trace,common,
+// resource}/v1 (OTLP 1.x; stable since 1.0).
+const (
+	fRequestResourceSpans = 1 // ExportTraceServiceRequest.resource_spans
+
+	fResourceSpansResource   = 1
+	fResourceSpansScopeSpans = 2
+	fResourceSpansSchemaURL  = 3
+
+	fResourceAttributes = 1
+
+	fScopeSpansScope     = 1
+	fScopeSpansSpans     = 2
+	fScopeSpansSchemaURL = 3
+
+	fScopeName       = 1
+	fScopeVersion    = 2
+	fScopeAttributes = 3
+
+	fSpanTraceID          = 1
+	fSpanSpanID           = 2
+	fSpanTraceState       = 3
+	fSpanParentSpanID     = 4
+	fSpanName             = 5
+	fSpanKind             = 6
+	fSpanStart            = 7
+	fSpanEnd              = 8
+	fSpanAttributes       = 9
+	fSpanDroppedAttrs     = 10
+	fSpanEvents           = 11
+	fSpanDroppedEvents    = 12
+	fSpanLinks            = 13
+	fSpanDroppedLinks     = 14
+	fSpanStatus           = 15
+	fSpanFlags            = 16
+	fEventTime            = 1
+	fEventName            = 2
+	fEventAttributes      = 3
+	fEventDroppedAttrs    = 4
+	fLinkTraceID          = 1
+	fLinkSpanID           = 2
+	fLinkTraceState       = 3
+	fLinkAttributes       = 4
+	fLinkDroppedAttrs     = 5
+	fLinkFlags            = 6
+	fStatusMessage        = 2
+	fStatusCode           = 3
+	fKeyValueKey          = 1
+	fKeyValueValue        = 2
+	fAnyString            = 1
+	fAnyBool              = 2
+	fAnyInt               = 3
+	fAnyDouble            = 4
+	fAnyArray             = 5
+	fAnyKvlist            = 6
+	fAnyBytes             = 7
+	fArrayValues          = 1 // ArrayValue.values and KeyValueList.values
+	statusCodeOk          = 1
+	statusCodeError       = 2
+	flagHasIsRemote       = 0x100 // SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+	flagIsRemote          = 0x200 // SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+	invalidAttributeValue = "INVALID"
+)
+
+// Encoder writes ExportTraceServiceRequest messages. It keeps the encoded
+// resource and scope of the previous call, which in a process are always
+// the same few: one Encoder per exporter, not safe for concurrent use.
+type Encoder struct {
+	sizes  []int // per span of the current call
+	groups []group
+	memo   []memoEntry
+}
+
+// group is one (resource, scope) pair of a call, in order of first
+// appearance.
+type group struct {
+	resKey attribute.Distinct // the resource's attribute set: the group key
+	res    *resource.Resource // the first span's resource with that set
+	scope  instrumentation.Scope
+	spans  []int // indexes into the call's spans
+	size   int   // ScopeSpans message size
+}
+
+// memoEntry is an encoded Resource or InstrumentationScope message body.
+type memoEntry struct {
+	res   *resource.Resource
+	scope instrumentation.Scope
+	isRes bool
+	body  []byte
+}
+
+const maxMemo = 16
+
+// Append appends the protobuf encoding of an ExportTraceServiceRequest
+// holding spans to b. Spans are grouped by resource (by its attributes, as
+// the SDK does), then by instrumentation scope, each in order of first appearance; spans keep
+// their order within a group. Nil spans are skipped.
+//
+// The result decodes to the same message as the OTLP exporter's own
+// conversion of the same spans (TestMatchesSDK), except that a link's
+// trace_state is kept (the SDK drops it).
+func (e *Encoder) Append(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
+	e.group(spans)
+	defer e.reset()
+	// Resources in order of first appearance; each with its scopes.
+	for i := range e.groups {
+		g := &e.groups[i]
+		if e.seenRes(i) {
+			continue
+		}
+		rsSize := 0
+		resBody := e.resourceBody(g.res)
+		if g.res != nil {
+			rsSize += lenField(fResourceSpansResource, len(resBody))
+		}
+		for j := i; j < len(e.groups); j++ {
+			if e.groups[j].resKey == g.resKey {
+				rsSize += lenField(fResourceSpansScopeSpans, e.groups[j].size)
+			}
+		}
+		schema := ""
+		if g.res != nil {
+			schema = g.res.SchemaURL()
+		}
+		rsSize += stringField(fResourceSpansSchemaURL, schema)
+
+		b = appendLen(b, fRequestResourceSpans, rsSize)
+		if g.res != nil {
+			b = appendLen(b, fResourceSpansResource, len(resBody))
+			b = append(b, resBody...)
+		}
+		for j := i; j < len(e.groups); j++ {
+			if e.groups[j].resKey == g.resKey {
+				b = e.appendScopeSpans(b, &e.groups[j], spans)
+			}
+		}
+		b = appendString(b, fResourceSpansSchemaURL, schema)
+	}
+	return b
+}
+
+// seenRes reports whether a group before i has the same resource.
+func (e *Encoder) seenRes(i int) bool {
+	for j := range i {
+		if e.groups[j].resKey == e.groups[i].resKey {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Encoder) reset() {
+	for i := range e.groups {
+		e.groups[i] = group{spans: e.groups[i].spans[:0]}
+	}
+	e.groups = e.groups[:0]
+	e.sizes = e.sizes[:0]
+}
+
+// group sorts spans into groups and sizes every span and group.
+func (e *Encoder) group(spans []sdktrace.ReadOnlySpan) {
+	for i, s := range spans {
+		size := 0
+		if s != nil {
+			size = spanSize(s)
+		}
+		e.sizes = append(e.sizes, size)
+		if s == nil {
+			continue
+		}
+		res, scope := s.Resource(), s.InstrumentationScope()
+		key := res.Equivalent()
+		gi := -1
+		for j := range e.groups {
+			if e.groups[j].resKey == key && e.groups[j].scope == scope {
+				gi = j
+				break
+			}
+		}
+		if gi < 0 {
+			if len(e.groups) < cap(e.groups) {
+				e.groups = e.groups[:len(e.groups)+1]
+			} else {
+				e.groups = append(e.groups, group{})
+			}
+			g := &e.groups[len(e.groups)-1]
+			// The first span's resource speaks for all with the same
+			// attributes, as in the SDK's conversion.
+			g.resKey, g.res, g.scope = key, res, scope
+			for j := range len(e.groups) - 1 {
+				if e.groups[j].resKey == key {
+					g.res = e.groups[j].res
+					break
+				}
+			}
+			gi = len(e.groups) - 1
+		}
+		g := &e.groups[gi]
+		g.spans = append(g.spans, i)
+		g.size += lenField(fScopeSpansSpans, size)
+	}
+	for i := range e.groups {
+		g := &e.groups[i]
+		if g.scope != (instrumentation.Scope{}) {
+			g.size += lenField(fScopeSpansScope, len(e.scopeBody(g.scope)))
+		}
+		g.size += stringField(fScopeSpansSchemaURL, g.scope.SchemaURL)
+	}
+}
+
+func (e *Encoder) appendScopeSpans(b []byte, g *group, spans []sdktrace.ReadOnlySpan) []byte {
+	b = appendLen(b, fResourceSpansScopeSpans, g.size)
+	if g.scope != (instrumentation.Scope{}) {
+		body := e.scopeBody(g.scope)
+		b = appendLen(b, fScopeSpansScope, len(body))
+		b = append(b, body...)
+	}
+	for _, i := range g.spans {
+		b = appendLen(b, fScopeSpansSpans, e.sizes[i])
+		b = appendSpan(b, spans[i])
+	}
+	return appendString(b, fScopeSpansSchemaURL, g.scope.SchemaURL)
+}
+
+// resourceBody returns the encoded Resource message body of r (nil for a
+// nil resource), from the memo when r was seen before.
+func (e *Encoder) resourceBody(r *resource.Resource) []byte {
+	if r == nil {
+		return nil
+	}
+	for _, m := range e.memo {
+		if m.isRes && m.res == r {
+			return m.body
+		}
+	}
+	var body []byte
+	for it := r.Iter(); it.Next(); {
+		body = appendKeyValue(body, fResourceAttributes, it.Attribute())
+	}
+	e.remember(memoEntry{res: r, isRes: true, body: body})
+	return body
+}
+
+// scopeBody returns the encoded InstrumentationScope message body of s.
+func (e *Encoder) scopeBody(s instrumentation.Scope) []byte {
+	for _, m := range e.memo {
+		if !m.isRes && m.scope == s {
+			return m.body
+		}
+	}
+	body := appendString(nil, fScopeName, s.Name)
+	body = appendString(body, fScopeVersion, s.Version)
+	for it := s.Attributes.Iter(); it.Next(); {
+		body = appendKeyValue(body, fScopeAttributes, it.Attribute())
+	}
+	e.remember(memoEntry{scope: s, body: body})
+	return body
+}
+
+// remember keeps at most maxMemo entries; a process has one resource and
+// a handful of scopes, so eviction (oldest first) only bounds a caller
+// that makes new ones per span.
+func (e *Encoder) remember(m memoEntry) {
+	if len(e.memo) == maxMemo {
+		copy(e.memo, e.memo[1:])
+		e.memo = e.memo[:maxMemo-1]
+	}
+	e.memo = append(e.memo, m)
+}
+
+// spanSize is the size of the Span message body of s.
+func spanSize(s sdktrace.ReadOnlySpan) int {
+	sc := s.SpanContext()
+	n := 18 + 10 // trace_id and span_id: tag, length, 16 and 8 bytes
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		n += stringField(fSpanTraceState, ts.String())
+	}
+	if s.Parent().SpanID().IsValid() {
+		n += 1 + 1 + 8
+	}
+	n += stringField(fSpanName, s.Name())
+	n += varintField(fSpanKind, uint64(spanKind(s.SpanKind())))
+	n += fixed64Field(fSpanStart, unixNano(s.StartTime().UnixNano()))
+	n += fixed64Field(fSpanEnd, unixNano(s.EndTime().UnixNano()))
+	for _, kv := range s.Attributes() {
+		n += lenField(fSpanAttributes, keyValueSize(kv))
+	}
+	n += varintField(fSpanDroppedAttrs, uint64(clampUint32(s.DroppedAttributes())))
+	for _, ev := range s.Events() {
+		n += lenField(fSpanEvents, eventSize(ev))
+	}
+	n += varintField(fSpanDroppedEvents, uint64(clampUint32(s.DroppedEvents())))
+	for _, l := range s.Links() {
+		n += lenField(fSpanLinks, linkSize(l))
+	}
+	n += varintField(fSpanDroppedLinks, uint64(clampUint32(s.DroppedLinks())))
+	n += lenField(fSpanStatus, statusSize(s.Status()))
+	n += 2 + 4 // flags: tag 16 takes two bytes, fixed32
+	return n
+}
+
+func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
+	sc := s.SpanContext()
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b = appendBytes(b, fSpanTraceID, tid[:])
+	b = appendBytes(b, fSpanSpanID, sid[:])
+	if ts := sc.TraceState(); ts.Len() > 0 {
+		b = appendString(b, fSpanTraceState, ts.String())
+	}
+	parent := s.Parent()
+	if psid := parent.SpanID(); psid.IsValid() {
+		b = appendBytes(b, fSpanParentSpanID, psid[:])
+	}
+	b = appendString(b, fSpanName, s.Name())
+	b = appendVarint(b, fSpanKind, uint64(spanKind(s.SpanKind())))
+	b = appendFixed64(b, fSpanStart, unixNano(s.StartTime().UnixNano()))
+	b = appendFixed64(b, fSpanEnd, unixNano(s.EndTime().UnixNano()))
+	for _, kv := range s.Attributes() {
+		b = appendKeyValue(b, fSpanAttributes, kv)
+	}
+	b = appendVarint(b, fSpanDroppedAttrs, uint64(clampUint32(s.DroppedAttributes())))
+	for _, ev := range s.Events() {
+		b = appendLen(b, fSpanEvents, eventSize(ev))
+		b = appendFixed64(b, fEventTime, unixNano(ev.Time.UnixNano()))
+		b = appendString(b, fEventName, ev.Name)
+		for _, kv := range ev.Attributes {
+			b = appendKeyValue(b, fEventAttributes, kv)
+		}
+		b = appendVarint(b, fEventDroppedAttrs, uint64(clampUint32(ev.DroppedAttributeCount)))
+	}
+	b = appendVarint(b, fSpanDroppedEvents, uint64(clampUint32(s.DroppedEvents())))
+	for _, l := range s.Links() {
+		b = appendLen(b, fSpanLinks, linkSize(l))
+		tid, sid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
+		b = appendBytes(b, fLinkTraceID, tid[:])
+		b = appendBytes(b, fLinkSpanID, sid[:])
+		if ts := l.SpanContext.TraceState(); ts.Len() > 0 {
+			b = appendString(b, fLinkTraceState, ts.String())
+		}
+		for _, kv := range l.Attributes {
+			b = appendKeyValue(b, fLinkAttributes, kv)
+		}
+		b = appendVarint(b, fLinkDroppedAttrs, uint64(clampUint32(l.DroppedAttributeCount)))
+		b = appendFixed32(b, fLinkFlags, spanFlags(l.SpanContext.TraceFlags(), l.SpanContext))
+	}
+	b = appendVarint(b, fSpanDroppedLinks, uint64(clampUint32(s.DroppedLinks())))
+	st := s.Status()
+	b = appendLen(b, fSpanStatus, statusSize(st))
+	b = appendString(b, fStatusMessage, st.Description)
+	b = appendVarint(b, fStatusCode, uint64(statusCode(st.Code)))
+	return appendFixed32(b, fSpanFlags, spanFlags(sc.TraceFlags(), parent))
+}
+
+func eventSize(ev sdktrace.Event) int {
+	n := fixed64Field(fEventTime, unixNano(ev.Time.UnixNano()))
+	n += stringField(fEventName, ev.Name)
+	for _, kv := range ev.Attributes {
+		n += lenField(fEventAttributes, keyValueSize(kv))
+	}
+	return n + varintField(fEventDroppedAttrs, uint64(clampUint32(ev.DroppedAttributeCount)))
+}
+
+func linkSize(l sdktrace.Link) int {
+	n := 18 + 10 // trace_id and span_id
+	if ts := l.SpanContext.TraceState(); ts.Len() > 0 {
+		n += stringField(fLinkTraceState, ts.String())
+	}
+	for _, kv := range l.Attributes {
+		n += lenField(fLinkAttributes, keyValueSize(kv))
+	}
+	n += varintField(fLinkDroppedAttrs, uint64(clampUint32(l.DroppedAttributeCount)))
+	return n + 1 + 4 // flags, fixed32
+}
+
+func statusSize(st sdktrace.Status) int {
+	return stringField(fStatusMessage, st.Description) + varintField(fStatusCode, uint64(statusCode(st.Code)))
+}
+
+func keyValueSize(kv attribute.KeyValue) int {
+	return stringField(fKeyValueKey, string(kv.Key)) + lenField(fKeyValueValue, valueSize(kv.Value))
+}
+
+func appendKeyValue(b []byte, num protowire.Number, kv attribute.KeyValue) []byte {
+	b = appendLen(b, num, keyValueSize(kv))
+	b = appendString(b, fKeyValueKey, string(kv.Key))
+	b = appendLen(b, fKeyValueValue, valueSize(kv.Value))
+	return appendValue(b, kv.Value)
+}
+
+// valueSize is the size of the AnyValue message body of v. A oneof member
+// is written even when it holds its type's zero value.
+func valueSize(v attribute.Value) int {
+	switch v.Type() {
+	case attribute.BOOL:
+		return 1 + 1
+	case attribute.INT64:
+		return 1 + protowire.SizeVarint(uint64(v.AsInt64()))
+	case attribute.FLOAT64:
+		return 1 + 8
+	case attribute.STRING:
+		return lenField(fAnyString, len(v.AsString()))
+	case attribute.BYTESLICE:
+		return lenField(fAnyBytes, len(v.AsByteSlice()))
+	case attribute.BOOLSLICE, attribute.INT64SLICE, attribute.FLOAT64SLICE,
+		attribute.STRINGSLICE, attribute.SLICE:
+		return lenField(fAnyArray, compositeSize(v))
+	case attribute.MAP:
+		return lenField(fAnyKvlist, compositeSize(v))
+	case attribute.EMPTY:
+		return 0
+	default:
+		return lenField(fAnyString, len(invalidAttributeValue))
+	}
+}
+
+func appendValue(b []byte, v attribute.Value) []byte {
+	switch v.Type() {
+	case attribute.BOOL:
+		x := uint64(0)
+		if v.AsBool() {
+			x = 1
+		}
+		return protowire.AppendVarint(protowire.AppendTag(b, fAnyBool, protowire.VarintType), x)
+	case attribute.INT64:
+		return protowire.AppendVarint(protowire.AppendTag(b, fAnyInt, protowire.VarintType), uint64(v.AsInt64()))
+	case attribute.FLOAT64:
+		return protowire.AppendFixed64(protowire.AppendTag(b, fAnyDouble, protowire.Fixed64Type), math.Float64bits(v.AsFloat64()))
+	case attribute.STRING:
+		return appendLenString(b, fAnyString, v.AsString())
+	case attribute.BYTESLICE:
+		return appendBytes(b, fAnyBytes, v.AsByteSlice())
+	case attribute.EMPTY:
+		return b
+	case attribute.BOOLSLICE, attribute.INT64SLICE, attribute.FLOAT64SLICE,
+		attribute.STRINGSLICE, attribute.SLICE, attribute.MAP:
+		// Rare in spans.
+		num := protowire.Number(fAnyArray)
+		if v.Type() == attribute.MAP {
+			num = fAnyKvlist
+		}
+		b = appendLen(b, num, compositeSize(v))
+		switch v.Type() {
+		case attribute.BOOLSLICE:
+			for _, x := range v.AsBoolSlice() {
+				b = appendLen(b, fArrayValues, 2)
+				b = appendValue(b, attribute.BoolValue(x))
+			}
+		case attribute.INT64SLICE:
+			for _, x := range v.AsInt64Slice() {
+				xv := attribute.Int64Value(x)
+				b = appendLen(b, fArrayValues, valueSize(xv))
+				b = appendValue(b, xv)
+			}
+		case attribute.FLOAT64SLICE:
+			for _, x := range v.AsFloat64Slice() {
+				b = appendLen(b, fArrayValues, 9)
+				b = appendValue(b, attribute.Float64Value(x))
+			}
+		case attribute.STRINGSLICE:
+			for _, x := range v.AsStringSlice() {
+				b = appendLen(b, fArrayValues, lenField(fAnyString, len(x)))
+				b = appendLenString(b, fAnyString, x)
+			}
+		case attribute.SLICE:
+			for _, x := range v.AsSlice() {
+				b = appendLen(b, fArrayValues, valueSize(x))
+				b = appendValue(b, x)
+			}
+		case attribute.MAP:
+			for _, kv := range v.AsMap() {
+				b = appendKeyValue(b, fArrayValues, kv)
+			}
+		}
+		return b
+	default:
+		return appendLenString(b, fAnyString, invalidAttributeValue)
+	}
+}
+
+// compositeSize is the size of the ArrayValue or KeyValueList message
+// body of a slice or map value.
+func compositeSize(v attribute.Value) int {
+	n := 0
+	switch v.Type() {
+	case attribute.BOOLSLICE:
+		n = len(v.AsBoolSlice()) * lenField(fArrayValues, 2)
+	case attribute.INT64SLICE:
+		for _, x := range v.AsInt64Slice() {
+			n += lenField(fArrayValues, 1+protowire.SizeVarint(uint64(x)))
+		}
+	case attribute.FLOAT64SLICE:
+		n = len(v.AsFloat64Slice()) * lenField(fArrayValues, 9)
+	case attribute.STRINGSLICE:
+		for _, x := range v.AsStringSlice() {
+			n += lenField(fArrayValues, lenField(fAnyString, len(x)))
+		}
+	case attribute.SLICE:
+		for _, x := range v.AsSlice() {
+			n += lenField(fArrayValues, valueSize(x))
+		}
+	case attribute.MAP:
+		for _, kv := range v.AsMap() {
+			n += lenField(fArrayValues, keyValueSize(kv))
+		}
+	}
+	return n
+}
+
+func spanKind(k trace.SpanKind) int {
+	switch k {
+	case trace.SpanKindInternal:
+		return 1
+	case trace.SpanKindServer:
+		return 2
+	case trace.SpanKindClient:
+		return 3
+	case trace.SpanKindProducer:
+		return 4
+	case trace.SpanKindConsumer:
+		return 5
+	default:
+		return 0
+	}
+}
+
+func statusCode(c codes.Code) int {
+	switch c {
+	case codes.Ok:
+		return statusCodeOk
+	case codes.Error:
+		return statusCodeError
+	default:
+		return 0
+	}
+}
+
+// spanFlags is the W3C trace flags in the low byte plus whether the parent
+// is remote, as the SDK's own conversion sets them.
+func spanFlags(tf trace.TraceFlags, parent trace.SpanContext) uint32 {
+	f := uint32(tf) | flagHasIsRemote
+	if parent.IsRemote() {
+		f |= flagIsRemote
+	}
+	return f
+}
+
+func unixNano(ns int64) uint64 { return uint64(max(0, ns)) } //nolint:gosec // clamped
+
+func clampUint32(v int) uint32 {
+	if v < 0 {
+		return 0
+	}
+	if int64(v) > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(v)
+}
+
+// Field sizes and writers. proto3: a scalar or string at its zero value is
+// not written; a message field is written whenever present.
+
+func lenField(num protowire.Number, size int) int {
+	return protowire.SizeTag(num) + protowire.SizeVarint(uint64(size)) + size
+}
+
+func stringField(num protowire.Number, s string) int {
+	if s == "" {
+		return 0
+	}
+	return lenField(num, len(s))
+}
+
+func varintField(num protowire.Number, v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeVarint(v)
+}
+
+func fixed64Field(num protowire.Number, v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return protowire.SizeTag(num) + 8
+}
+
+func appendLen(b []byte, num protowire.Number, size int) []byte {
+	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(size))
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendLenString(b, num, s)
+}
+
+func appendLenString(b []byte, num protowire.Number, s string) []byte {
+	return append(appendLen(b, num, len(s)), s...)
+}
+
+func appendBytes(b []byte, num protowire.Number, p []byte) []byte {
+	return append(appendLen(b, num, len(p)), p...)
+}
+
+func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
+}
+
+func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	return protowire.AppendFixed64(protowire.AppendTag(b, num, protowire.Fixed64Type), v)
+}
+
+func appendFixed32(b []byte, num protowire.Number, v uint32) []byte {
+	if v == 0 {
+		return b
+	}
+	return protowire.AppendFixed32(protowire.AppendTag(b, num, protowire.Fixed32Type), v)
+}

@@ -1,0 +1,339 @@
+package otlpwire
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// captureClient is an otlptrace.Client that keeps what the SDK's exporter
+// converted, instead of sending it.
+type captureClient struct{ got []*tracepb.ResourceSpans }
+
+func (c *captureClient) Start(context.Context) error { return nil }
+func (c *captureClient) Stop(context.Context) error  { return nil }
+func (c *captureClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans) error {
+	c.got = rs
+	return nil
+}
+
+// sdkRequest is the OTLP exporter's own conversion of spans.
+func sdkRequest(t testing.TB, spans []sdktrace.ReadOnlySpan) *coltracepb.ExportTraceServiceRequest {
+	t.Helper()
+	c := &captureClient{}
+	exp, err := otlptrace.New(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.ExportSpans(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	return &coltracepb.ExportTraceServiceRequest{ResourceSpans: c.got}
+}
+
+// ourRequest decodes the encoder's bytes. It also checks that appending
+// keeps what b held and that a second call gives the same bytes (the
+// memo and the reused group state).
+func ourRequest(t testing.TB, e *Encoder, spans []sdktrace.ReadOnlySpan) *coltracepb.ExportTraceServiceRequest {
+	t.Helper()
+	b := e.Append([]byte("prefix"), spans)
+	if !strings.HasPrefix(string(b), "prefix") {
+		t.Fatal("Append overwrote the buffer's contents")
+	}
+	again := e.Append(nil, spans)
+	if string(again) != string(b[len("prefix"):]) {
+		t.Fatal("a second Append of the same spans gave different bytes")
+	}
+	var req coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(b[len("prefix"):], &req); err != nil {
+		t.Fatalf("our bytes do not decode: %v", err)
+	}
+	return &req
+}
+
+// normalize makes two requests comparable: the SDK emits resources in map
+// order, and drops a link's trace_state, which we keep.
+func normalize(req *coltracepb.ExportTraceServiceRequest) {
+	slices.SortStableFunc(req.ResourceSpans, func(a, b *tracepb.ResourceSpans) int {
+		return strings.Compare(a.GetResource().String(), b.GetResource().String())
+	})
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				for _, l := range s.Links {
+					l.TraceState = ""
+				}
+			}
+		}
+	}
+}
+
+func requireSame(t *testing.T, e *Encoder, spans []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	want, got := sdkRequest(t, spans), ourRequest(t, e, spans)
+	normalize(want)
+	normalize(got)
+	if !proto.Equal(want, got) {
+		t.Fatalf("encodings differ\nSDK: %v\nours: %v", want, got)
+	}
+}
+
+// The spans hopgate's gateway makes: a server span, the dispatch span, a
+// hop with GenAI attributes and an error hop with an event.
+func gatewaySpans(res *resource.Resource) []sdktrace.ReadOnlySpan {
+	tid := trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	sc := func(id byte) trace.SpanContext {
+		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{id, 1}, TraceFlags: trace.FlagsSampled})
+	}
+	start := time.Date(2026, 11, 30, 1, 2, 3, 4, time.UTC)
+	scope := instrumentation.Scope{Name: "github.com/hopgate/hopgate", Version: "0.1.0"}
+	httpScope := instrumentation.Scope{Name: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp", Version: "0.72.0"}
+	stubs := tracetest.SpanStubs{
+		{
+			Name: "POST /v1/chat/completions", SpanContext: sc(1), SpanKind: trace.SpanKindServer,
+			StartTime: start, EndTime: start.Add(3 * time.Millisecond),
+			Attributes: []attribute.KeyValue{
+				attribute.String("http.request.method", "POST"),
+				attribute.String("url.path", "/v1/chat/completions"),
+				attribute.String("url.scheme", "http"),
+				attribute.String("server.address", "127.0.0.1"),
+				attribute.Int("server.port", 8080),
+				attribute.String("network.peer.address", "127.0.0.1"),
+				attribute.Int("network.peer.port", 51234),
+				attribute.String("user_agent.original", "Go-http-client/1.1"),
+				attribute.Int("http.response.status_code", 200),
+				attribute.Int64("http.response.body.size", 1024),
+			},
+			InstrumentationScope: httpScope, Resource: res,
+		},
+		{
+			Name: "chat gpt-4o-mini", SpanContext: sc(2), Parent: sc(1), SpanKind: trace.SpanKindInternal,
+			StartTime: start.Add(time.Microsecond), EndTime: start.Add(2 * time.Millisecond),
+			Attributes: []attribute.KeyValue{
+				attribute.String("gen_ai.operation.name", "chat"),
+				attribute.String("gen_ai.request.model", "gpt-4o-mini"),
+				attribute.String("hopgate.failover.path", "openai-us>azure-eu"),
+				attribute.Int("hopgate.failover.attempts", 2),
+				attribute.Bool("hopgate.degraded", false),
+				attribute.Float64("hopgate.cost", 0.000125),
+			},
+			Status:               sdktrace.Status{Code: codes.Ok},
+			InstrumentationScope: scope, Resource: res,
+		},
+		{
+			Name: "hop azure-eu", SpanContext: sc(3), Parent: sc(2), SpanKind: trace.SpanKindClient,
+			StartTime: start.Add(2 * time.Microsecond), EndTime: start.Add(time.Millisecond),
+			Attributes: []attribute.KeyValue{
+				attribute.String("gen_ai.provider.name", "azure.ai.openai"),
+				attribute.Int("gen_ai.usage.input_tokens", 12),
+				attribute.Int("gen_ai.usage.output_tokens", 0),
+			},
+			Events: []sdktrace.Event{{
+				Name: "exception", Time: start.Add(500 * time.Microsecond),
+				Attributes:            []attribute.KeyValue{attribute.String("exception.message", "upstream 503")},
+				DroppedAttributeCount: 2,
+			}},
+			Status:               sdktrace.Status{Code: codes.Error, Description: "503 Service Unavailable"},
+			DroppedAttributes:    3,
+			DroppedEvents:        1,
+			InstrumentationScope: scope, Resource: res,
+		},
+	}
+	return stubs.Snapshots()
+}
+
+// Why: the bytes must decode to exactly what the SDK's exporter would
+// have sent for the spans the gateway makes.
+func TestMatchesSDK(t *testing.T) {
+	res := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0",
+		attribute.String("service.name", "hopgate"), attribute.String("service.version", "0.1.0"))
+	var e Encoder
+	requireSame(t, &e, gatewaySpans(res))
+	requireSame(t, &e, gatewaySpans(nil))
+	requireSame(t, &e, nil)
+	requireSame(t, &e, append(gatewaySpans(res), nil))
+
+	slices := gatewaySpans(res)[0:1]
+	stub := tracetest.SpanStubFromReadOnlySpan(slices[0])
+	stub.Attributes = []attribute.KeyValue{
+		attribute.StringSlice("s", []string{"openai-us", ""}),
+		attribute.Int64Slice("i", []int64{-1, 0, 1 << 40}),
+		attribute.BoolSlice("b", []bool{true, false}),
+		attribute.Float64Slice("f", []float64{0, -1.5, math.Inf(1)}),
+		attribute.Slice("x", attribute.IntValue(1), attribute.StringValue("two")),
+		attribute.Map("m", attribute.String("k", "v")),
+	}
+	requireSame(t, &e, []sdktrace.ReadOnlySpan{stub.Snapshot()})
+}
+
+// Why: spans from two resources and several scopes interleave in a batch;
+// each must land under its own resource and scope, in span order.
+func TestGroups(t *testing.T) {
+	r1 := resource.NewSchemaless(attribute.String("service.name", "a"))
+	r2 := resource.NewSchemaless(attribute.String("service.name", "b"))
+	a, b := gatewaySpans(r1), gatewaySpans(r2)
+	mixed := []sdktrace.ReadOnlySpan{a[0], b[1], a[1], b[0], a[2], b[2]}
+	var e Encoder
+	requireSame(t, &e, mixed)
+	got := ourRequest(t, &e, mixed)
+	if n := len(got.ResourceSpans); n != 2 {
+		t.Fatalf("%d resource spans, want 2", n)
+	}
+}
+
+// Why: a randomized oracle over every attribute type and span field the
+// SDK can hand an exporter, beyond the shapes the gateway makes today.
+func TestMatchesSDKRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	resources := []*resource.Resource{
+		nil,
+		resource.Empty(),
+		resource.NewSchemaless(attribute.String("service.name", "x"), attribute.Int("k", 1)),
+		resource.NewWithAttributes("https://example.com/schema", attribute.Bool("b", true)),
+	}
+	var e Encoder
+	for i := range 2000 {
+		n := rng.IntN(6)
+		spans := make([]sdktrace.ReadOnlySpan, 0, n)
+		for range n {
+			if rng.IntN(20) == 0 {
+				spans = append(spans, nil)
+				continue
+			}
+			spans = append(spans, randomStub(rng, resources[rng.IntN(len(resources))]).Snapshot())
+		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) { requireSame(t, &e, spans) })
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+func randomStub(rng *rand.Rand, res *resource.Resource) tracetest.SpanStub {
+	id := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			if rng.IntN(4) > 0 {
+				b[i] = byte(rng.Uint32())
+			}
+		}
+		return b
+	}
+	sc := func() trace.SpanContext {
+		var tid trace.TraceID
+		var sid trace.SpanID
+		copy(tid[:], id(16))
+		copy(sid[:], id(8))
+		cfg := trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(rng.IntN(256)), Remote: rng.IntN(2) == 0}
+		if rng.IntN(3) == 0 {
+			ts, err := trace.ParseTraceState("vendor=v" + fmt.Sprint(rng.IntN(100)) + ",other=x")
+			if err == nil {
+				cfg.TraceState = ts
+			}
+		}
+		return trace.NewSpanContext(cfg)
+	}
+	scopes := []instrumentation.Scope{
+		{},
+		{Name: "a"},
+		{Name: "b", Version: "1.2.3", SchemaURL: "https://example.com/s"},
+		{Name: "c", Attributes: attribute.NewSet(attribute.String("scope.attr", "v"), attribute.Int("n", -3))},
+	}
+	times := func() time.Time {
+		switch rng.IntN(4) {
+		case 0:
+			return time.Time{}
+		case 1:
+			return time.Unix(0, rng.Int64())
+		case 2:
+			return time.Unix(-5, 0)
+		default:
+			return time.Unix(1, rng.Int64N(1e9))
+		}
+	}
+	s := tracetest.SpanStub{
+		Name:                 strings.Repeat("n", rng.IntN(3)*70),
+		SpanContext:          sc(),
+		SpanKind:             trace.SpanKind(rng.IntN(7)),
+		StartTime:            times(),
+		EndTime:              times(),
+		Attributes:           randomAttrs(rng, rng.IntN(6), 2),
+		DroppedAttributes:    rng.IntN(3) * 200,
+		DroppedEvents:        rng.IntN(2),
+		DroppedLinks:         rng.IntN(2) * 70000,
+		Status:               sdktrace.Status{Code: codes.Code(rng.IntN(4)), Description: strings.Repeat("d", rng.IntN(2)*5)},
+		InstrumentationScope: scopes[rng.IntN(len(scopes))],
+		Resource:             res,
+	}
+	if rng.IntN(2) == 0 {
+		s.Parent = sc()
+	}
+	for range rng.IntN(3) {
+		s.Events = append(s.Events, sdktrace.Event{Name: strings.Repeat("e", rng.IntN(3)), Time: times(), Attributes: randomAttrs(rng, rng.IntN(3), 1), DroppedAttributeCount: rng.IntN(2)})
+	}
+	for range rng.IntN(3) {
+		s.Links = append(s.Links, sdktrace.Link{SpanContext: sc(), Attributes: randomAttrs(rng, rng.IntN(3), 1), DroppedAttributeCount: rng.IntN(2)})
+	}
+	return s
+}
+
+func randomAttrs(rng *rand.Rand, n, depth int) []attribute.KeyValue {
+	out := make([]attribute.KeyValue, 0, n)
+	for range n {
+		out = append(out, attribute.KeyValue{Key: attribute.Key(strings.Repeat("k", rng.IntN(4))), Value: randomValue(rng, depth)})
+	}
+	return out
+}
+
+func randomValue(rng *rand.Rand, depth int) attribute.Value {
+	str := func() string { return strings.Repeat("v", rng.IntN(3)*60) }
+	switch k := rng.IntN(13); {
+	case k == 0:
+		return attribute.BoolValue(rng.IntN(2) == 0)
+	case k == 1:
+		return attribute.Int64Value(rng.Int64() - rng.Int64())
+	case k == 2:
+		return attribute.Float64Value([]float64{0, -0.5, math.NaN(), math.MaxFloat64}[rng.IntN(4)])
+	case k == 3:
+		return attribute.StringValue(str())
+	case k == 4:
+		return attribute.BoolSliceValue([]bool{true, false}[:rng.IntN(3)])
+	case k == 5:
+		return attribute.Int64SliceValue([]int64{0, -1, math.MaxInt64}[:rng.IntN(4)])
+	case k == 6:
+		return attribute.Float64SliceValue([]float64{0, 2.5}[:rng.IntN(3)])
+	case k == 7:
+		return attribute.StringSliceValue([]string{"", "a", str()}[:rng.IntN(4)])
+	case k == 8:
+		return attribute.ByteSliceValue([]byte("bytes")[:rng.IntN(6)])
+	case k == 9 && depth > 0:
+		vs := make([]attribute.Value, rng.IntN(3))
+		for i := range vs {
+			vs[i] = randomValue(rng, depth-1)
+		}
+		return attribute.SliceValue(vs...)
+	case k == 10 && depth > 0:
+		return attribute.MapValue(randomAttrs(rng, rng.IntN(3), depth-1)...)
+	case k == 11:
+		return attribute.Value{} // EMPTY
+	default:
+		return attribute.StringValue("")
+	}
+}
