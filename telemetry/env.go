@@ -2,22 +2,30 @@ package telemetry
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/hopgate/hopgate/telemetry/otlpwire"
 )
 
 // Standard OpenTelemetry SDK environment variables read through
-// Options.Getenv, so tests inject them instead of mutating the process. The
-// OTLP exporters still read their secondary settings (headers, certificates,
-// timeout, compression) from the process environment themselves.
+// Options.Getenv, so tests inject them instead of mutating the process.
+// Over http/protobuf (the default) hopgate's own exporter sends, and every
+// setting comes through Getenv; over grpc the SDK's exporter still reads
+// its secondary settings (headers, certificates, timeout, compression)
+// from the process environment itself.
 const (
 	envSDKDisabled       = "OTEL_SDK_DISABLED"
 	envServiceName       = "OTEL_SERVICE_NAME"
@@ -29,6 +37,19 @@ const (
 	envTracesProtocol    = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 	envTracesSampler     = "OTEL_TRACES_SAMPLER"
 	envTracesSamplerArg  = "OTEL_TRACES_SAMPLER_ARG"
+	envHeaders           = "OTEL_EXPORTER_OTLP_HEADERS"
+	envTracesHeaders     = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+	envTimeout           = "OTEL_EXPORTER_OTLP_TIMEOUT"
+	envTracesTimeout     = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
+	envCompression       = "OTEL_EXPORTER_OTLP_COMPRESSION"
+	envTracesCompression = "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"
+	envCertificate       = "OTEL_EXPORTER_OTLP_CERTIFICATE"
+	envTracesCertificate = "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"
+	envClientCert        = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"
+	envTracesClientCert  = "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE"
+	envClientKey         = "OTEL_EXPORTER_OTLP_CLIENT_KEY"
+	envTracesClientKey   = "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"
+	defaultHTTPEndpoint  = "http://localhost:4318/v1/traces"
 	defaultServiceName   = "hopgate"
 	protocolGRPC         = "grpc"
 	protocolHTTPProtobuf = "http/protobuf"
@@ -49,7 +70,7 @@ func envTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "tr
 // endpoint means no exporter: a gateway without a trace backend still creates
 // spans (trace ids, failover log) but ships them nowhere. An explicit
 // OTEL_TRACES_EXPORTER=otlp without an endpoint uses the SDK default endpoint.
-func spanExporterFromEnv(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, string, error) {
+func spanExporterFromEnv(ctx context.Context, getenv func(string) string, userAgent string) (sdktrace.SpanExporter, string, error) {
 	if envTrue(getenv(envSDKDisabled)) {
 		return nil, exporterDisabled, nil
 	}
@@ -96,26 +117,116 @@ func spanExporterFromEnv(ctx context.Context, getenv func(string) string) (sdktr
 		}
 		return exp, exporterGRPC, nil
 	case "", protocolHTTPProtobuf: // the spec's default
-		var opts []otlptracehttp.Option
+		u := defaultHTTPEndpoint
 		if endpoint != "" {
-			u := endpoint
+			u = endpoint
 			if !signalEndpoint {
 				// The generic endpoint is a base URL: the signal path is appended.
 				u = strings.TrimSuffix(u, "/") + "/v1/traces"
 			}
-			if _, err := url.Parse(u); err != nil {
-				return nil, "", fmt.Errorf("otlp endpoint %q: %w", endpoint, err)
-			}
-			opts = append(opts, otlptracehttp.WithEndpointURL(u))
 		}
-		exp, err := otlptracehttp.New(ctx, opts...)
+		cfg, err := otlpHTTPConfig(getenv, u, userAgent)
 		if err != nil {
-			return nil, "", fmt.Errorf("otlp/http exporter: %w", err)
+			return nil, "", err
+		}
+		exp, err := otlpwire.New(cfg)
+		if err != nil {
+			return nil, "", err
 		}
 		return exp, exporterHTTP, nil
 	default:
 		return nil, "", fmt.Errorf("%s=%q: want grpc or http/protobuf", envProtocol, protocol)
 	}
+}
+
+// signalEnv is the traces-specific variable if set, else the generic one:
+// the OTLP exporter specification's precedence, per setting.
+func signalEnv(getenv func(string) string, traces, generic string) (name, value string) {
+	if v := strings.TrimSpace(getenv(traces)); v != "" {
+		return traces, v
+	}
+	return generic, strings.TrimSpace(getenv(generic))
+}
+
+// otlpHTTPConfig reads the OTLP/HTTP exporter settings of the OTLP
+// exporter specification. A value that cannot be used is an error: a typo
+// in a header or a certificate path would otherwise lose every trace
+// quietly.
+func otlpHTTPConfig(getenv func(string) string, url, userAgent string) (otlpwire.Config, error) {
+	cfg := otlpwire.Config{URL: url, UserAgent: userAgent}
+	if name, v := signalEnv(getenv, envTracesHeaders, envHeaders); v != "" {
+		h, err := parseOTLPHeaders(v)
+		if err != nil {
+			return cfg, fmt.Errorf("%s: %w", name, err)
+		}
+		cfg.Header = h
+	}
+	if name, v := signalEnv(getenv, envTracesTimeout, envTimeout); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return cfg, fmt.Errorf("%s=%q: want a positive number of milliseconds", name, v)
+		}
+		cfg.Timeout = time.Duration(ms) * time.Millisecond
+	}
+	switch name, v := signalEnv(getenv, envTracesCompression, envCompression); strings.ToLower(v) {
+	case "", "none":
+	case "gzip":
+		cfg.Gzip = true
+	default:
+		return cfg, fmt.Errorf("%s=%q: want gzip or none", name, v)
+	}
+	caName, ca := signalEnv(getenv, envTracesCertificate, envCertificate)
+	certName, cert := signalEnv(getenv, envTracesClientCert, envClientCert)
+	keyName, key := signalEnv(getenv, envTracesClientKey, envClientKey)
+	if ca == "" && cert == "" && key == "" {
+		return cfg, nil
+	}
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return cfg, fmt.Errorf("%s: %w", caName, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return cfg, fmt.Errorf("%s=%q: no PEM certificate in the file", caName, ca)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	if (cert == "") != (key == "") {
+		return cfg, fmt.Errorf("%s and %s: set both or neither", certName, keyName)
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return cfg, fmt.Errorf("%s, %s: %w", certName, keyName, err)
+		}
+		tlsCfg.Certificates = []tls.Certificate{pair}
+	}
+	cfg.TLS = tlsCfg
+	return cfg, nil
+}
+
+// parseOTLPHeaders reads "k1=v1,k2=v2" with percent-encoded values (the
+// W3C Baggage format the OTLP specification names).
+func parseOTLPHeaders(s string) (http.Header, error) {
+	h := http.Header{}
+	for pair := range strings.SplitSeq(s, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || !httpguts.ValidHeaderFieldName(k) {
+			return nil, fmt.Errorf("%q: want key=value pairs separated by commas", pair)
+		}
+		v, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil || !httpguts.ValidHeaderFieldValue(v) {
+			return nil, fmt.Errorf("header %q: the value is not a valid percent-encoded header value", k)
+		}
+		h.Add(k, v)
+	}
+	return h, nil
 }
 
 // samplerFromEnv reads OTEL_TRACES_SAMPLER/_ARG through getenv. It returns

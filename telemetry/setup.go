@@ -90,7 +90,11 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	ratio = min(ratio, headRatio)
 	exp, kind := o.SpanExporter, "override"
 	if exp == nil {
-		exp, kind, err = spanExporterFromEnv(ctx, getenv)
+		ua := "hopgate"
+		if o.ServiceVersion != "" {
+			ua += "/" + o.ServiceVersion
+		}
+		exp, kind, err = spanExporterFromEnv(ctx, getenv, ua)
 		if err != nil {
 			return nil, err
 		}

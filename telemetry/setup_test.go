@@ -41,7 +41,7 @@ func TestSpanExporterFromEnv(t *testing.T) {
 			map[string]string{envEndpoint: "127.0.0.1:4317", envProtocol: "grpc"}, exporterGRPC, false},
 		{"signal protocol overrides the generic one",
 			map[string]string{envEndpoint: "http://127.0.0.1:4317", envProtocol: "http/protobuf", envTracesProtocol: "grpc"}, exporterGRPC, false},
-		{"explicit otlp without endpoint uses the SDK default",
+		{"explicit otlp without endpoint uses the spec default",
 			map[string]string{envTracesExporter: "otlp"}, exporterHTTP, false},
 		{"none wins over an endpoint",
 			map[string]string{envTracesExporter: "none", envEndpoint: "http://127.0.0.1:4318"}, exporterNone, false},
@@ -54,7 +54,7 @@ func TestSpanExporterFromEnv(t *testing.T) {
 		{"exporter lists are rejected", map[string]string{envTracesExporter: "otlp,console"}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			exp, kind, err := spanExporterFromEnv(context.Background(), envOf(tc.env))
+			exp, kind, err := spanExporterFromEnv(context.Background(), envOf(tc.env), "hopgate/test")
 			if exp != nil {
 				defer exp.Shutdown(context.Background())
 			}

@@ -1,0 +1,356 @@
+package otlpwire
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/resource"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+var testRes = resource.NewSchemaless(attribute.String("service.name", "hopgate"))
+
+// collector is an httptest OTLP/HTTP receiver that answers with the
+// statuses it is given, one per request, then 200.
+type collector struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	statuses []int
+	header   http.Header // sent with a non-200 answer
+	reqs     []*http.Request
+	spans    int
+	bodyErrs []error
+}
+
+func newCollector(t *testing.T, statuses ...int) *collector {
+	c := &collector{statuses: statuses}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.reqs = append(c.reqs, r)
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				c.bodyErrs = append(c.bodyErrs, err)
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		b, err := io.ReadAll(body)
+		var req coltracepb.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(b, &req)
+		}
+		if err != nil {
+			c.bodyErrs = append(c.bodyErrs, err)
+		}
+		if len(c.statuses) > 0 {
+			st := c.statuses[0]
+			c.statuses = c.statuses[1:]
+			for k, vs := range c.header {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(st)
+			_, _ = io.WriteString(w, "collector says no")
+			return
+		}
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				c.spans += len(ss.Spans)
+			}
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *collector) attempts() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.reqs)
+}
+
+// recordWaits is a Config.Wait that pauses no time, keeps the pauses and
+// moves the fake clock now by them.
+type recordWaits struct {
+	pauses []time.Duration
+	now    time.Time
+}
+
+func (w *recordWaits) wait(ctx context.Context, d time.Duration) error {
+	w.pauses = append(w.pauses, d)
+	w.now = w.now.Add(d)
+	return ctx.Err()
+}
+
+func newTestExporter(t *testing.T, cfg Config) (*Exporter, *recordWaits) {
+	t.Helper()
+	w := &recordWaits{now: time.Unix(1e9, 0)}
+	if cfg.Wait == nil {
+		cfg.Wait = w.wait
+		cfg.Now = func() time.Time { return w.now }
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	return e, w
+}
+
+// Why: the exporter must speak OTLP/HTTP as a collector expects it: POST
+// to the URL, protobuf content type, the configured headers, bodies that
+// decode to every span, plain or gzip.
+func TestExportRoundTrip(t *testing.T) {
+	for _, gz := range []bool{false, true} {
+		c := newCollector(t)
+		e, _ := newTestExporter(t, Config{URL: c.srv.URL + "/v1/traces", Gzip: gz,
+			Header: http.Header{"Authorization": {"Bearer k"}}, UserAgent: "hopgate/test"})
+		spans := gatewaySpans(testRes)
+		for range 3 { // reused buffers give whole requests every time
+			if err := e.ExportSpans(context.Background(), spans); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(c.bodyErrs) > 0 || c.spans != 3*len(spans) {
+			t.Fatalf("gzip=%v: collector decoded %d spans, want %d; errors %v", gz, c.spans, 3*len(spans), c.bodyErrs)
+		}
+		r := c.reqs[0]
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" ||
+			r.Header.Get("Content-Type") != "application/x-protobuf" ||
+			r.Header.Get("Authorization") != "Bearer k" || r.Header.Get("User-Agent") != "hopgate/test" ||
+			(r.Header.Get("Content-Encoding") == "gzip") != gz {
+			t.Fatalf("gzip=%v: request %s %s with headers %v", gz, r.Method, r.URL.Path, r.Header)
+		}
+	}
+}
+
+// Why: an empty batch is not worth a request.
+func TestExportNothing(t *testing.T) {
+	c := newCollector(t)
+	e, _ := newTestExporter(t, Config{URL: c.srv.URL})
+	if err := e.ExportSpans(context.Background(), nil); err != nil || c.attempts() != 0 {
+		t.Fatalf("err %v, %d requests", err, c.attempts())
+	}
+}
+
+// Why: the OTLP specification's retryable answers are retried with a
+// growing, jittered pause, or the pause the collector asks for; anything
+// else fails at once with the collector's words.
+func TestExportRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		statuses   []int
+		retryAfter string
+		wantErr    bool
+		attempts   int
+		pauses     [][2]time.Duration // each pause within [lo, hi]
+	}{
+		{"503 twice then accepted", []int{503, 503}, "", false, 3,
+			[][2]time.Duration{{2500 * time.Millisecond, 7500 * time.Millisecond}, {5 * time.Second, 15 * time.Second}}},
+		{"429, 502 and 504 are retryable", []int{429, 502, 504}, "", false, 4, nil},
+		{"Retry-After in seconds is honoured", []int{429}, "2", false, 2,
+			[][2]time.Duration{{2 * time.Second, 2 * time.Second}}},
+		{"Retry-After is capped at 30 s", []int{503}, "3600", false, 2,
+			[][2]time.Duration{{30 * time.Second, 30 * time.Second}}},
+		{"400 is final", []int{400}, "", true, 1, nil},
+		{"500 is final", []int{500}, "", true, 1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCollector(t, tc.statuses...)
+			if tc.retryAfter != "" {
+				c.header = http.Header{"Retry-After": {tc.retryAfter}}
+			}
+			e, w := newTestExporter(t, Config{URL: c.srv.URL})
+			err := e.ExportSpans(context.Background(), gatewaySpans(testRes))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "collector says no") {
+				t.Fatalf("error %q does not carry the collector's answer", err)
+			}
+			if got := c.attempts(); got != tc.attempts {
+				t.Fatalf("%d attempts, want %d", got, tc.attempts)
+			}
+			if len(w.pauses) != tc.attempts-1 {
+				t.Fatalf("pauses %v for %d attempts", w.pauses, tc.attempts)
+			}
+			for i, p := range tc.pauses {
+				if w.pauses[i] < p[0] || w.pauses[i] > p[1] {
+					t.Fatalf("pause %d = %v, want within %v", i, w.pauses[i], p)
+				}
+			}
+		})
+	}
+}
+
+// Why: a collector that stays down must not hold the batch processor
+// forever: no attempt starts after a minute of retrying.
+func TestExportRetryBudget(t *testing.T) {
+	c := newCollector(t, make([]int, 100)...)
+	for i := range c.statuses {
+		c.statuses[i] = http.StatusServiceUnavailable
+	}
+	e, w := newTestExporter(t, Config{URL: c.srv.URL})
+	if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); err == nil {
+		t.Fatal("no error after the retry budget")
+	}
+	var total time.Duration
+	for _, p := range w.pauses {
+		total += p
+	}
+	if total > time.Minute || c.attempts() < 3 || c.attempts() > 10 {
+		t.Fatalf("%d attempts over %v of pauses %v", c.attempts(), total, w.pauses)
+	}
+}
+
+// Why: a refused connection (collector restarting) is retried; a caller
+// that gives up ends the retrying.
+func TestExportConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var waits int
+	e, _ := newTestExporter(t, Config{URL: "http://" + addr + "/v1/traces", Wait: func(ctx context.Context, d time.Duration) error {
+		waits++
+		if waits == 2 {
+			cancel()
+		}
+		return ctx.Err()
+	}})
+	err = e.ExportSpans(ctx, gatewaySpans(testRes))
+	if err == nil || !errors.Is(err, context.Canceled) || waits != 2 {
+		t.Fatalf("err = %v after %d waits", err, waits)
+	}
+}
+
+// Why: a collector that accepts a request but rejects some of its spans
+// says so in the answer; that must not pass for success.
+func TestExportPartialSuccess(t *testing.T) {
+	answer, err := proto.Marshal(&coltracepb.ExportTraceServiceResponse{
+		PartialSuccess: &coltracepb.ExportTracePartialSuccess{RejectedSpans: 2, ErrorMessage: "too old"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(answer)
+	}))
+	defer srv.Close()
+	e, _ := newTestExporter(t, Config{URL: srv.URL})
+	err = e.ExportSpans(context.Background(), gatewaySpans(testRes))
+	if err == nil || !strings.Contains(err.Error(), "rejected 2 spans: too old") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Why: Shutdown must not wait out a stuck collector, and nothing is sent
+// after it.
+func TestExportShutdown(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	e, _ := newTestExporter(t, Config{URL: srv.URL, Timeout: time.Hour})
+	done := make(chan error, 1)
+	go func() { done <- e.ExportSpans(context.Background(), gatewaySpans(testRes)) }()
+	<-arrived
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the export in flight during Shutdown succeeded")
+	}
+	if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("after Shutdown: %v", err)
+	}
+}
+
+// keepBodies is a RoundTripper that answers without reading the request
+// body, as a collector answering early does, and keeps every body the
+// transport was handed (the first and those from GetBody).
+type keepBodies struct{ bodies []io.ReadCloser }
+
+func (k *keepBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	k.bodies = append(k.bodies, r.Body)
+	again, err := r.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	k.bodies = append(k.bodies, again)
+	return &http.Response{StatusCode: http.StatusRequestEntityTooLarge, Status: "413 Request Entity Too Large",
+		Header: http.Header{}, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+}
+
+// Why: a transport may still read a request body after RoundTrip has
+// returned (net/http documents it), and the next export encodes into the
+// same buffer. Every body handed out must refuse reads once the export
+// has returned.
+func TestExportBodiesEndWithTheExport(t *testing.T) {
+	k := &keepBodies{}
+	e, _ := newTestExporter(t, Config{URL: "http://collector.invalid/v1/traces", Client: &http.Client{Transport: k}})
+	if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); err == nil {
+		t.Fatal("413 passed for success")
+	}
+	if len(k.bodies) != 2 {
+		t.Fatalf("%d bodies", len(k.bodies))
+	}
+	for i, b := range k.bodies {
+		if n, err := b.Read(make([]byte, 16)); n != 0 || err == nil {
+			t.Errorf("body %d still reads after the export returned: %d bytes, %v", i, n, err)
+		}
+	}
+}
+
+// Why: a bad endpoint is a startup error, not spans silently lost later.
+func TestNewRejectsBadURL(t *testing.T) {
+	for _, u := range []string{"", "collector:4318", "ftp://collector/v1/traces", "http://", "http://[::1"} {
+		if _, err := New(Config{URL: u}); err == nil {
+			t.Errorf("New(%q) accepted", u)
+		}
+	}
+}
+
+// Why: a late read of a closed body must fail, and close must not return
+// while a read is copying.
+func TestGuardedReader(t *testing.T) {
+	r := &guardedReader{b: []byte("abc")}
+	p := make([]byte, 2)
+	if n, err := r.Read(p); n != 2 || err != nil {
+		t.Fatal(n, err)
+	}
+	r.close()
+	if n, err := r.Read(p); n != 0 || err == nil {
+		t.Fatal("read after close", n, err)
+	}
+	var b bytes.Buffer
+	if _, err := io.Copy(&b, &guardedReader{b: []byte("whole")}); err != nil || b.String() != "whole" {
+		t.Fatal(b.String(), err)
+	}
+}
