@@ -81,7 +81,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	for _, section := range []string{"## Targets", "## Throughput", "## Latency", "## Time to first token",
 		"## Failover paths", "## Memory per idle stream", "## Trace export", "## Go micro-benchmarks",
-		"What tracing costs", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy"} {
+		"What tracing costs", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy", "hopgate-sdkexport / proxy"} {
 		if !strings.Contains(string(b), section) {
 			t.Errorf("report lacks %q", section)
 		}

@@ -346,7 +346,7 @@ func (w *world) start() error {
 		return err
 	}
 	w.sinkStop = func() { sinkStop(); vSrv.Close(); bSrv.Close() }
-	for _, v := range []string{tracingHealthy10, tracingOff, tracingBatch128, tracingGOGC200} {
+	for _, v := range []string{tracingHealthy10, tracingOff, tracingBatch128, tracingGOGC200, tracingSDKExport} {
 		env := []string{envUpstream + "=" + upAddr, envOTLP + "=http://" + vAddr, envTracing + "=" + v}
 		switch v {
 		case tracingBatch128:

@@ -344,6 +344,11 @@ func (r *results) renderThroughput(p printer) {
 		p("garbage collections for a larger heap. Not a tracing setting, but the one knob that trades the")
 		p("GC's share of the CPU (see docs/performance.md) for memory.")
 	}
+	if slices.Contains(variants, "hopgate-"+tracingSDKExport) {
+		p("*%s*: every trace exported, as *hopgate*, but through the OpenTelemetry SDK's OTLP/HTTP", "hopgate-"+tracingSDKExport)
+		p("exporter (`otlptracehttp`, which builds protobuf structs per span and marshals them) instead of")
+		p("hopgate's own (`telemetry/otlpwire`, which writes the bytes straight from the spans).")
+	}
 	p("")
 	p("| workload | hopgate, 100 %% exported / proxy | %s / proxy | %s / proxy |", variants[0], strings.Join(variants[1:], " / proxy | "))
 	p("| --- | ---: |%s", strings.Repeat(" ---: |", len(variants)))

@@ -18,6 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/config"
@@ -177,6 +180,10 @@ const (
 	// tracingGOGC200 exports every trace like the measured gateway, with
 	// the garbage collector's GOGC at 200 instead of 100.
 	tracingGOGC200 = "gogc200"
+	// tracingSDKExport exports every trace like the measured gateway,
+	// through the OpenTelemetry SDK's OTLP/HTTP exporter (otlptracehttp)
+	// instead of hopgate's otlpwire: what the encoder saves, measured.
+	tracingSDKExport = "sdkexport"
 )
 
 // gogc200Env is what makes a gateway the tracingGOGC200 variant.
@@ -205,6 +212,7 @@ func startGateway(ctx context.Context) (*gateway.Gateway, *telemetry.Telemetry, 
 	}
 	otlp := os.Getenv(envOTLP)
 	ratio, sampler := cfg.Telemetry.HealthySampleRatio, ""
+	var override sdktrace.SpanExporter
 	switch v := os.Getenv(envTracing); v {
 	case "":
 	case tracingHealthy10:
@@ -214,13 +222,21 @@ func startGateway(ctx context.Context) (*gateway.Gateway, *telemetry.Telemetry, 
 	case tracingBatch128, tracingGOGC200:
 		// Every trace, as the measured gateway; the SDK reads OTEL_BSP_*,
 		// the runtime GOGC.
+	case tracingSDKExport:
+		// The SDK's exporter goes through the same batch processor and
+		// tail sampler (Options.SpanExporter replaces only the exporter).
+		override, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(otlp+"/v1/traces"))
+		if err != nil {
+			return nil, nil, nil, err
+		}
 	default:
-		return nil, nil, nil, fmt.Errorf("%s=%q: want %q, %q, %q or %q", envTracing, v, tracingHealthy10, tracingOff, tracingBatch128, tracingGOGC200)
+		return nil, nil, nil, fmt.Errorf("%s=%q: want %q, %q, %q, %q or %q", envTracing, v, tracingHealthy10, tracingOff, tracingBatch128, tracingGOGC200, tracingSDKExport)
 	}
 	tel, err := telemetry.Setup(ctx, telemetry.Options{
 		ServiceVersion: "hopbench",
 		Region:         cfg.Region,
 		HealthyRatio:   ratio,
+		SpanExporter:   override,
 		Getenv: func(k string) string {
 			switch k {
 			case "OTEL_EXPORTER_OTLP_ENDPOINT":
