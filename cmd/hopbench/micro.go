@@ -14,11 +14,11 @@ import (
 )
 
 // microPackages hold the hot-path micro-benchmarks: SSE reader, gate,
-// breaker check, classification, request rewrite, and the telemetry the
-// request path records.
+// breaker check, classification, request rewrite, the telemetry the
+// request path records, and the encoding of trace exports (SDK vs otlpwire).
 var microPackages = []string{
 	"./dispatch/sse", "./dispatch/gate", "./dispatch/breaker", "./dispatch/classify",
-	"./dispatch/reqbody", "./dispatch", "./telemetry",
+	"./dispatch/reqbody", "./dispatch", "./telemetry", "./telemetry/otlpwire",
 }
 
 // microBench is one line of `go test -bench` output.

@@ -456,29 +456,23 @@ func appendValue(b []byte, v attribute.Value) []byte {
 		switch v.Type() {
 		case attribute.BOOLSLICE:
 			for _, x := range v.AsBoolSlice() {
-				b = appendLen(b, fArrayValues, 2)
-				b = appendValue(b, attribute.BoolValue(x))
+				b = appendElem(b, attribute.BoolValue(x))
 			}
 		case attribute.INT64SLICE:
 			for _, x := range v.AsInt64Slice() {
-				xv := attribute.Int64Value(x)
-				b = appendLen(b, fArrayValues, valueSize(xv))
-				b = appendValue(b, xv)
+				b = appendElem(b, attribute.Int64Value(x))
 			}
 		case attribute.FLOAT64SLICE:
 			for _, x := range v.AsFloat64Slice() {
-				b = appendLen(b, fArrayValues, 9)
-				b = appendValue(b, attribute.Float64Value(x))
+				b = appendElem(b, attribute.Float64Value(x))
 			}
 		case attribute.STRINGSLICE:
 			for _, x := range v.AsStringSlice() {
-				b = appendLen(b, fArrayValues, lenField(fAnyString, len(x)))
-				b = appendLenString(b, fAnyString, x)
+				b = appendElem(b, attribute.StringValue(x))
 			}
 		case attribute.SLICE:
 			for _, x := range v.AsSlice() {
-				b = appendLen(b, fArrayValues, valueSize(x))
-				b = appendValue(b, x)
+				b = appendElem(b, x)
 			}
 		case attribute.MAP:
 			for _, kv := range v.AsMap() {
@@ -497,20 +491,24 @@ func compositeSize(v attribute.Value) int {
 	n := 0
 	switch v.Type() {
 	case attribute.BOOLSLICE:
-		n = len(v.AsBoolSlice()) * lenField(fArrayValues, 2)
+		for _, x := range v.AsBoolSlice() {
+			n += elemSize(attribute.BoolValue(x))
+		}
 	case attribute.INT64SLICE:
 		for _, x := range v.AsInt64Slice() {
-			n += lenField(fArrayValues, 1+protowire.SizeVarint(uint64(x)))
+			n += elemSize(attribute.Int64Value(x))
 		}
 	case attribute.FLOAT64SLICE:
-		n = len(v.AsFloat64Slice()) * lenField(fArrayValues, 9)
+		for _, x := range v.AsFloat64Slice() {
+			n += elemSize(attribute.Float64Value(x))
+		}
 	case attribute.STRINGSLICE:
 		for _, x := range v.AsStringSlice() {
-			n += lenField(fArrayValues, lenField(fAnyString, len(x)))
+			n += elemSize(attribute.StringValue(x))
 		}
 	case attribute.SLICE:
 		for _, x := range v.AsSlice() {
-			n += lenField(fArrayValues, valueSize(x))
+			n += elemSize(x)
 		}
 	case attribute.MAP:
 		for _, kv := range v.AsMap() {
@@ -518,6 +516,13 @@ func compositeSize(v attribute.Value) int {
 		}
 	}
 	return n
+}
+
+// elemSize and appendElem are one AnyValue of an ArrayValue.
+func elemSize(x attribute.Value) int { return lenField(fArrayValues, valueSize(x)) }
+
+func appendElem(b []byte, x attribute.Value) []byte {
+	return appendValue(appendLen(b, fArrayValues, valueSize(x)), x)
 }
 
 func spanKind(k trace.SpanKind) int {
