@@ -69,7 +69,10 @@ func envTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "tr
 // spanExporterFromEnv picks the span exporter. No OTEL_TRACES_EXPORTER and no
 // endpoint means no exporter: a gateway without a trace backend still creates
 // spans (trace ids, failover log) but ships them nowhere. An explicit
-// OTEL_TRACES_EXPORTER=otlp without an endpoint uses the SDK default endpoint.
+// OTEL_TRACES_EXPORTER=otlp without an endpoint uses the specification's
+// default endpoint (http://localhost:4318 over http/protobuf). Over HTTP
+// the URL's scheme decides TLS; OTEL_EXPORTER_OTLP_INSECURE applies to
+// gRPC only, as the specification says.
 func spanExporterFromEnv(ctx context.Context, getenv func(string) string, userAgent string) (sdktrace.SpanExporter, string, error) {
 	if envTrue(getenv(envSDKDisabled)) {
 		return nil, exporterDisabled, nil
@@ -203,6 +206,11 @@ func otlpHTTPConfig(getenv func(string) string, url, userAgent string) (otlpwire
 		}
 		tlsCfg.Certificates = []tls.Certificate{pair}
 	}
+	if strings.HasPrefix(strings.ToLower(url), "http://") {
+		// Certificates with a plain-HTTP endpoint mean the operator wanted
+		// TLS and would silently not get it.
+		return cfg, fmt.Errorf("otlp endpoint %q is http://, but TLS settings are given (%s, %s, %s): use https:// or drop them", url, caName, certName, keyName)
+	}
 	cfg.TLS = tlsCfg
 	return cfg, nil
 }
@@ -224,7 +232,7 @@ func parseOTLPHeaders(s string) (http.Header, error) {
 		if err != nil || !httpguts.ValidHeaderFieldValue(v) {
 			return nil, fmt.Errorf("header %q: the value is not a valid percent-encoded header value", k)
 		}
-		h.Add(k, v)
+		h.Set(k, v) // a repeated key: the last value, as the SDK's exporter did
 	}
 	return h, nil
 }

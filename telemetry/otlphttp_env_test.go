@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -136,6 +137,21 @@ func TestOTLPHTTPSettings(t *testing.T) {
 	}
 }
 
+// Why: each setting takes its traces-specific variable over the generic
+// one, on its own; a repeated header key keeps its last value.
+func TestOTLPHTTPPrecedence(t *testing.T) {
+	cfg, err := otlpHTTPConfig(envOf(map[string]string{
+		envTimeout: "1000", envTracesTimeout: "2500",
+		envHeaders: "a=generic", envCompression: "gzip", envTracesHeaders: "b=1,b=2",
+	}), "http://collector:4318/v1/traces", "hopgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Timeout != 2500*time.Millisecond || !cfg.Gzip || cfg.Header.Get("A") != "" || len(cfg.Header["B"]) != 1 || cfg.Header.Get("B") != "2" {
+		t.Fatalf("config %+v", cfg)
+	}
+}
+
 // Why: a collector behind TLS with a private CA, and one that wants a
 // client certificate (mTLS), are common in production; both must work
 // from the standard variables, and a missing client certificate must fail.
@@ -176,23 +192,34 @@ func TestOTLPHTTPTLS(t *testing.T) {
 	}
 	mu.Unlock()
 
-	// Without the client certificate the handshake fails: the export
-	// fails (Shutdown reports it through the SDK's error handler, so the
-	// exporter is driven directly here).
+	// Without the client certificate the handshake fails, and the export
+	// fails without retrying (Shutdown reports errors through the SDK's
+	// handler, so the exporter is driven directly here). Over TLS 1.3 the
+	// client may see its write reset before it reads the collector's alert,
+	// which looks like a collector going away and is retried; TLS 1.2
+	// verifies the client within the handshake, so the alert always comes.
+	srv12 := httptest.NewUnstartedServer(srv.Config.Handler)
+	srv12.TLS = srv.TLS.Clone()
+	srv12.TLS.MaxVersion = tls.VersionTLS12
+	srv12.StartTLS()
+	defer srv12.Close()
 	delete(env, envClientCert)
 	delete(env, envClientKey)
-	cfg, err := otlpHTTPConfig(envOf(env), srv.URL+"/v1/traces", "hopgate")
+	cfg, err := otlpHTTPConfig(envOf(env), srv12.URL+"/v1/traces", "hopgate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Wait = func(ctx context.Context, d time.Duration) error { return context.Canceled }
+	waits := 0
+	cfg.Wait = func(ctx context.Context, d time.Duration) error { waits++; return context.Canceled }
 	exp, err := otlpwire.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer exp.Shutdown(context.Background())
-	if err := exp.ExportSpans(context.Background(), oneSpan(t)); err == nil {
-		t.Fatal("export without a client certificate succeeded")
+	err = exp.ExportSpans(context.Background(), oneSpan(t))
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || waits != 0 {
+		t.Fatalf("export without a client certificate: %v after %d waits, want the collector's TLS alert, not retried", err, waits)
 	}
 }
 
@@ -221,6 +248,7 @@ func TestOTLPHTTPBadSettings(t *testing.T) {
 		{"client key without certificate", envTracesClientKey, keyFile, nil},
 		{"client pair mismatched", envClientCert, notPEM, map[string]string{envClientKey: keyFile}},
 		{"endpoint without scheme", envEndpoint, "collector:4318", nil},
+		{"certificates with an http endpoint", envCertificate, certFile, map[string]string{envEndpoint: "http://collector:4318"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{envTracesExporter: "otlp", tc.key: tc.val}

@@ -2,6 +2,8 @@ package otlpwire
 
 import (
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -412,7 +414,7 @@ func valueSize(v attribute.Value) int {
 	case attribute.FLOAT64:
 		return 1 + 8
 	case attribute.STRING:
-		return lenField(fAnyString, len(v.AsString()))
+		return lenField(fAnyString, len(validUTF8(v.AsString())))
 	case attribute.BYTESLICE:
 		return lenField(fAnyBytes, len(v.AsByteSlice()))
 	case attribute.BOOLSLICE, attribute.INT64SLICE, attribute.FLOAT64SLICE,
@@ -586,7 +588,18 @@ func stringField(num protowire.Number, s string) int {
 	if s == "" {
 		return 0
 	}
-	return lenField(num, len(s))
+	return lenField(num, len(validUTF8(s)))
+}
+
+// validUTF8 is s with every invalid UTF-8 sequence replaced by U+FFFD.
+// Protobuf string fields must be UTF-8, and receivers reject the whole
+// request otherwise (the SDK's marshal failed the whole batch locally): one
+// attribute copied from a client's bytes must not cost 512 spans.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 func varintField(num protowire.Number, v uint64) int {
@@ -615,6 +628,7 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 }
 
 func appendLenString(b []byte, num protowire.Number, s string) []byte {
+	s = validUTF8(s)
 	return append(appendLen(b, num, len(s)), s...)
 }
 

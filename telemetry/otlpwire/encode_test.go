@@ -183,6 +183,33 @@ func TestMatchesSDK(t *testing.T) {
 	requireSame(t, &e, []sdktrace.ReadOnlySpan{stub.Snapshot()})
 }
 
+// Why: protobuf strings must be UTF-8, and a receiver rejects the whole
+// request over one bad string (the SDK's marshal failed the whole batch).
+// Invalid sequences become U+FFFD, everything else is unchanged.
+func TestInvalidUTF8(t *testing.T) {
+	bad := "gpt\xff-4o\xc3"
+	stub := tracetest.SpanStub{
+		Name:                 "chat " + bad,
+		Attributes:           []attribute.KeyValue{attribute.String(bad, bad), attribute.StringSlice("s", []string{bad})},
+		Status:               sdktrace.Status{Code: codes.Error, Description: bad},
+		Events:               []sdktrace.Event{{Name: bad}},
+		InstrumentationScope: instrumentation.Scope{Name: bad},
+	}
+	fixed := strings.ToValidUTF8(bad, "\uFFFD")
+	want := stub
+	want.Name = "chat " + fixed
+	want.Attributes = []attribute.KeyValue{attribute.String(fixed, fixed), attribute.StringSlice("s", []string{fixed})}
+	want.Status.Description = fixed
+	want.Events = []sdktrace.Event{{Name: fixed}}
+	want.InstrumentationScope = instrumentation.Scope{Name: fixed}
+	var e Encoder
+	got := ourRequest(t, &e, []sdktrace.ReadOnlySpan{stub.Snapshot()}) // proto.Unmarshal checks UTF-8
+	exp := sdkRequest(t, []sdktrace.ReadOnlySpan{want.Snapshot()})
+	if !proto.Equal(exp, got) {
+		t.Fatalf("encodings differ\nSDK: %v\nours: %v", exp, got)
+	}
+}
+
 // Why: spans from two resources and several scopes interleave in a batch;
 // each must land under its own resource and scope, in span order.
 func TestGroups(t *testing.T) {
@@ -207,6 +234,9 @@ func TestMatchesSDKRandom(t *testing.T) {
 		resource.Empty(),
 		resource.NewSchemaless(attribute.String("service.name", "x"), attribute.Int("k", 1)),
 		resource.NewWithAttributes("https://example.com/schema", attribute.Bool("b", true)),
+		// Same attributes, another pointer and schema: one group, the
+		// first span's resource speaks for it.
+		resource.NewWithAttributes("https://example.com/other", attribute.Bool("b", true)),
 	}
 	var e Encoder
 	for i := range 2000 {
@@ -256,6 +286,9 @@ func randomStub(rng *rand.Rand, res *resource.Resource) tracetest.SpanStub {
 		{Name: "b", Version: "1.2.3", SchemaURL: "https://example.com/s"},
 		{Name: "c", Attributes: attribute.NewSet(attribute.String("scope.attr", "v"), attribute.Int("n", -3))},
 	}
+	for i := range 20 { // more scopes than the encoder's memo holds
+		scopes = append(scopes, instrumentation.Scope{Name: fmt.Sprint("many-", i)})
+	}
 	times := func() time.Time {
 		switch rng.IntN(4) {
 		case 0:
@@ -269,7 +302,7 @@ func randomStub(rng *rand.Rand, res *resource.Resource) tracetest.SpanStub {
 		}
 	}
 	s := tracetest.SpanStub{
-		Name:                 strings.Repeat("n", rng.IntN(3)*70),
+		Name:                 strings.Repeat("n", []int{0, 70, 140, 20000}[rng.IntN(4)]), // 1-, 2- and 3-byte lengths
 		SpanContext:          sc(),
 		SpanKind:             trace.SpanKind(rng.IntN(7)),
 		StartTime:            times(),

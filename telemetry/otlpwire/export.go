@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -141,6 +142,7 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		}
 	}
 
+	defer e.shrink()
 	start := e.cfg.Now()
 	for attempt := 0; ; attempt++ {
 		retry, after, err := e.send(ctx, body)
@@ -154,6 +156,19 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		if werr := e.wait(ctx, pause); werr != nil {
 			return errors.Join(err, werr)
 		}
+	}
+}
+
+// maxKeptBuffer bounds the buffers kept between exports: a default batch
+// of gateway spans is ~200 KB; a rare huge one is not kept.
+const maxKeptBuffer = 4 << 20
+
+func (e *Exporter) shrink() {
+	if cap(e.buf) > maxKeptBuffer {
+		e.buf = nil
+	}
+	if e.zbuf.Cap() > maxKeptBuffer {
+		e.zbuf = bytes.Buffer{}
 	}
 }
 
@@ -205,21 +220,31 @@ func (e *Exporter) send(parent context.Context, body []byte) (retry bool, after 
 	}
 	req.ContentLength = int64(len(body))
 	req.GetBody = newBody // redirects and HTTP/2 retries replay the body
+	// A configured User-Agent wins, as with the SDK's exporter; the
+	// content type and encoding describe the body and do not yield.
+	req.Header.Set("User-Agent", e.cfg.UserAgent)
 	for k, vs := range e.cfg.Header {
 		req.Header[k] = vs
 	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
-	req.Header.Set("User-Agent", e.cfg.UserAgent)
 	if e.cfg.Gzip {
 		req.Header.Set("Content-Encoding", "gzip")
+	} else {
+		req.Header.Del("Content-Encoding")
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
 		// No answer (refused, reset, the attempt timed out): the
-		// collector may be restarting. Retry unless the caller gave up.
-		return parent.Err() == nil, 0, fmt.Errorf("otlp export: %w", err)
+		// collector may be restarting. Retry unless the caller gave up or
+		// the failure is one that repeating cannot mend.
+		return parent.Err() == nil && !permanent(err), 0, fmt.Errorf("otlp export: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() {
+		// Drain a little more so the connection can be reused; an answer
+		// longer than that costs a new connection, not a stall.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4*maxResponseBody))
+		resp.Body.Close()
+	}()
 	answer, rerr := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
@@ -230,6 +255,26 @@ func (e *Exporter) send(parent context.Context, body []byte) (retry bool, after 
 	default:
 		return false, 0, statusError(resp, answer, rerr)
 	}
+}
+
+// permanent reports transport failures that come from configuration, not
+// from a collector being away: certificates that do not verify, a TLS
+// alert from the collector (e.g. a client certificate required), TLS
+// spoken to a plain HTTP port.
+func permanent(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		record   tls.RecordHeaderError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		op       *net.OpError
+	)
+	// crypto/tls reports the peer's alert as a net.OpError with this Op
+	// around an unexported alert type (tls.AlertError is QUIC's only).
+	remoteAlert := errors.As(err, &op) && op.Op == "remote error"
+	return remoteAlert || errors.As(err, &verify) || errors.As(err, &record) ||
+		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
 }
 
 // partialSuccess reports spans the collector accepted the request but
@@ -264,13 +309,14 @@ func statusError(resp *http.Response, answer []byte, readErr error) error {
 }
 
 // retryAfter reads a Retry-After in seconds or as an HTTP date; 0 when
-// absent or unreadable.
+// absent or unreadable. Anything past a day is a day: it only has to be
+// more than the retry budget.
 func retryAfter(v string) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
+	if s, err := strconv.ParseUint(v, 10, 64); err == nil {
+		return time.Duration(min(s, 86400)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(0, time.Until(t))
@@ -278,16 +324,15 @@ func retryAfter(v string) time.Duration {
 	return 0
 }
 
-// backoff is the pause before attempt+1: the collector's Retry-After when
-// it gave one, else 5 s doubling per attempt up to 30 s, each drawn from
-// ±50 % so that many gateways do not retry in step.
+// backoff is the pause before attempt+1: 5 s doubling per attempt up to
+// 30 s, each drawn from ±50 % so that many gateways do not retry in step,
+// and never shorter than the collector's Retry-After. A Retry-After past
+// the one-minute budget ends the retrying instead (ExportSpans), as in the
+// SDK's exporter.
 func backoff(attempt int, after time.Duration) time.Duration {
-	if after > 0 {
-		return min(after, retryMax)
-	}
 	d := retryInitial << min(attempt, 3)
 	d = min(d, retryMax)
-	return d/2 + rand.N(d)
+	return max(after, d/2+rand.N(d))
 }
 
 func waitTimer(ctx context.Context, d time.Duration) error {
@@ -312,8 +357,9 @@ func (e *Exporter) Shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// guardedReader reads b until closed; a read after close fails. close
-// waits for a read in progress, so after it b is no longer touched.
+// guardedReader reads b until closed; a read after close fails. Read and
+// close hold the same lock, so once close has returned no read is copying
+// from b, and none will.
 type guardedReader struct {
 	mu     sync.Mutex
 	b      []byte

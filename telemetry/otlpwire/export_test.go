@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,10 +166,12 @@ func TestExportRetries(t *testing.T) {
 		{"503 twice then accepted", []int{503, 503}, "", false, 3,
 			[][2]time.Duration{{2500 * time.Millisecond, 7500 * time.Millisecond}, {5 * time.Second, 15 * time.Second}}},
 		{"429, 502 and 504 are retryable", []int{429, 502, 504}, "", false, 4, nil},
-		{"Retry-After in seconds is honoured", []int{429}, "2", false, 2,
-			[][2]time.Duration{{2 * time.Second, 2 * time.Second}}},
-		{"Retry-After is capped at 30 s", []int{503}, "3600", false, 2,
-			[][2]time.Duration{{30 * time.Second, 30 * time.Second}}},
+		{"a short Retry-After does not shorten the backoff", []int{429}, "2", false, 2,
+			[][2]time.Duration{{2500 * time.Millisecond, 7500 * time.Millisecond}}},
+		{"a long Retry-After is waited out", []int{503}, "20", false, 2,
+			[][2]time.Duration{{20 * time.Second, 20 * time.Second}}},
+		{"a Retry-After past the budget ends the retrying", []int{503}, "120", true, 1, nil},
+		{"an absurd Retry-After does not overflow", []int{503}, "9999999999999", true, 1, nil},
 		{"400 is final", []int{400}, "", true, 1, nil},
 		{"500 is final", []int{500}, "", true, 1, nil},
 	} {
@@ -328,6 +332,67 @@ func TestExportBodiesEndWithTheExport(t *testing.T) {
 	}
 }
 
+// Why: a certificate that does not verify will not verify on the next
+// attempt either: fail the export at once instead of holding the batch
+// processor for a minute.
+func TestExportCertificateErrorIsFinal(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	e, w := newTestExporter(t, Config{URL: srv.URL}) // the system roots do not know httptest's CA
+	err := e.ExportSpans(context.Background(), gatewaySpans(testRes))
+	var verify *tls.CertificateVerificationError
+	if !errors.As(err, &verify) || len(w.pauses) != 0 {
+		t.Fatalf("err = %v after %d pauses", err, len(w.pauses))
+	}
+}
+
+// Why: operators may set their own User-Agent through the headers, as with
+// the SDK's exporter; the body's content type and encoding are not theirs
+// to change.
+func TestExportHeaderPrecedence(t *testing.T) {
+	c := newCollector(t)
+	e, _ := newTestExporter(t, Config{URL: c.srv.URL, UserAgent: "hopgate/1", Header: http.Header{
+		"User-Agent": {"mine/2"}, "Content-Type": {"application/json"}, "Content-Encoding": {"br"}}})
+	if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); err != nil {
+		t.Fatal(err)
+	}
+	h := c.reqs[0].Header
+	if h.Get("User-Agent") != "mine/2" || h.Get("Content-Type") != "application/x-protobuf" || h.Get("Content-Encoding") != "" {
+		t.Fatalf("headers %v", h)
+	}
+}
+
+// Why: a long error answer is drained (within a bound) so the connection
+// is reused; reading only what is quoted would drop it every time.
+func TestExportDrainsLongAnswers(t *testing.T) {
+	var conns atomic.Int64
+	calls := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		calls++
+		if calls%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write(bytes.Repeat([]byte("x"), 100<<10))
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	e, _ := newTestExporter(t, Config{URL: srv.URL})
+	for range 3 {
+		if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 6 || conns.Load() != 1 {
+		t.Fatalf("%d requests over %d connections, want 6 over 1", calls, conns.Load())
+	}
+}
+
 // Why: a bad endpoint is a startup error, not spans silently lost later.
 func TestNewRejectsBadURL(t *testing.T) {
 	for _, u := range []string{"", "collector:4318", "ftp://collector/v1/traces", "http://", "http://[::1"} {
@@ -337,8 +402,7 @@ func TestNewRejectsBadURL(t *testing.T) {
 	}
 }
 
-// Why: a late read of a closed body must fail, and close must not return
-// while a read is copying.
+// Why: a late read of a closed body must fail.
 func TestGuardedReader(t *testing.T) {
 	r := &guardedReader{b: []byte("abc")}
 	p := make([]byte, 2)
