@@ -23,6 +23,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/gate"
 	"github.com/hopgate/hopgate/dispatch/reqbody"
+	"github.com/hopgate/hopgate/internal/retryafter"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -529,25 +530,7 @@ const maxRetryAfterHeader = time.Hour
 // parseRetryAfter reads delay-seconds or an HTTP date (RFC 9110 §10.2.3),
 // bounded to [0, maxRetryAfterHeader] in both forms.
 func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		if n > int64(maxRetryAfterHeader/time.Second) {
-			return maxRetryAfterHeader
-		}
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return min(d, maxRetryAfterHeader)
-		}
-	}
-	return 0
+	return retryafter.Parse(v, now, maxRetryAfterHeader)
 }
 
 func statusOrNone(s int) int {

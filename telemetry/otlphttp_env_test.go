@@ -25,6 +25,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/hopgate/hopgate/telemetry/otlpwire"
 )
@@ -269,4 +270,24 @@ func TestOTLPHTTPBadSettings(t *testing.T) {
 func oneSpan(t *testing.T) []sdktrace.ReadOnlySpan {
 	t.Helper()
 	return tracetest.SpanStubs{{Name: SpanServer}}.Snapshots()
+}
+
+// Why: whatever an operator writes in the headers variable, what reaches
+// the request is valid HTTP, or the gateway refuses to start.
+func FuzzParseOTLPHeaders(f *testing.F) {
+	for _, s := range []string{"", "a=b", "Authorization=Bearer%20k%3D1, x-tenant = a ,", "k", "=v", "k=%zz",
+		"k=a%0Db", "k=\x00", "bad name=v", "a=1,a=2", "k=v=w", ",,,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := parseOTLPHeaders(s)
+		if err != nil {
+			return
+		}
+		for k, vs := range h {
+			if !httpguts.ValidHeaderFieldName(k) || len(vs) != 1 || !httpguts.ValidHeaderFieldValue(vs[0]) {
+				t.Fatalf("parseOTLPHeaders(%q) gave %q: %q", s, k, vs)
+			}
+		}
+	})
 }

@@ -12,13 +12,14 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/hopgate/hopgate/internal/retryafter"
 )
 
 // Config is where and how an Exporter sends. The zero value of every
@@ -251,7 +252,8 @@ func (e *Exporter) send(parent context.Context, body []byte) (retry bool, after 
 		return false, 0, partialSuccess(answer, resp.Header.Get("Content-Type"))
 	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusBadGateway,
 		resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusGatewayTimeout:
-		return true, retryAfter(resp.Header.Get("Retry-After")), statusError(resp, answer, rerr)
+		// Anything past the retry budget ends the retrying; a day is plenty.
+		return true, retryafter.Parse(resp.Header.Get("Retry-After"), e.cfg.Now(), 24*time.Hour), statusError(resp, answer, rerr)
 	default:
 		return false, 0, statusError(resp, answer, rerr)
 	}
@@ -306,22 +308,6 @@ func statusError(resp *http.Response, answer []byte, readErr error) error {
 		return fmt.Errorf("otlp export: %s", resp.Status)
 	}
 	return fmt.Errorf("otlp export: %s: %q", resp.Status, msg)
-}
-
-// retryAfter reads a Retry-After in seconds or as an HTTP date; 0 when
-// absent or unreadable. Anything past a day is a day: it only has to be
-// more than the retry budget.
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseUint(v, 10, 64); err == nil {
-		return time.Duration(min(s, 86400)) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(0, time.Until(t))
-	}
-	return 0
 }
 
 // backoff is the pause before attempt+1: 5 s doubling per attempt up to
