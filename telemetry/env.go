@@ -155,8 +155,8 @@ func signalEnv(getenv func(string) string, traces, generic string) (name, value 
 // exporter specification. A value that cannot be used is an error: a typo
 // in a header or a certificate path would otherwise lose every trace
 // quietly.
-func otlpHTTPConfig(getenv func(string) string, url, userAgent string) (otlpwire.Config, error) {
-	cfg := otlpwire.Config{URL: url, UserAgent: userAgent}
+func otlpHTTPConfig(getenv func(string) string, endpoint, userAgent string) (otlpwire.Config, error) {
+	cfg := otlpwire.Config{URL: endpoint, UserAgent: userAgent}
 	if name, v := signalEnv(getenv, envTracesHeaders, envHeaders); v != "" {
 		h, err := parseOTLPHeaders(v)
 		if err != nil {
@@ -206,10 +206,10 @@ func otlpHTTPConfig(getenv func(string) string, url, userAgent string) (otlpwire
 		}
 		tlsCfg.Certificates = []tls.Certificate{pair}
 	}
-	if strings.HasPrefix(strings.ToLower(url), "http://") {
+	if strings.HasPrefix(strings.ToLower(endpoint), "http://") {
 		// Certificates with a plain-HTTP endpoint mean the operator wanted
 		// TLS and would silently not get it.
-		return cfg, fmt.Errorf("otlp endpoint %q is http://, but TLS settings are given (%s, %s, %s): use https:// or drop them", url, caName, certName, keyName)
+		return cfg, fmt.Errorf("otlp endpoint %q is http://, but TLS settings are given (%s, %s, %s): use https:// or drop them", endpoint, caName, certName, keyName)
 	}
 	cfg.TLS = tlsCfg
 	return cfg, nil
@@ -228,7 +228,8 @@ func parseOTLPHeaders(s string) (http.Header, error) {
 		if !ok || k == "" || !httpguts.ValidHeaderFieldName(k) {
 			return nil, fmt.Errorf("%q: want key=value pairs separated by commas", pair)
 		}
-		v, err := url.PathUnescape(strings.TrimSpace(v))
+		v, err := url.PathUnescape(v)
+		v = strings.TrimSpace(v) // after decoding, as the SDK's exporter did
 		if err != nil || !httpguts.ValidHeaderFieldValue(v) {
 			return nil, fmt.Errorf("header %q: the value is not a valid percent-encoded header value", k)
 		}

@@ -143,13 +143,38 @@ func TestOTLPHTTPSettings(t *testing.T) {
 func TestOTLPHTTPPrecedence(t *testing.T) {
 	cfg, err := otlpHTTPConfig(envOf(map[string]string{
 		envTimeout: "1000", envTracesTimeout: "2500",
-		envHeaders: "a=generic", envCompression: "gzip", envTracesHeaders: "b=1,b=2",
+		envHeaders: "a=generic", envCompression: "gzip", envTracesHeaders: "b=1,b=2,c=%20v%20",
 	}), "http://collector:4318/v1/traces", "hopgate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Timeout != 2500*time.Millisecond || !cfg.Gzip || cfg.Header.Get("A") != "" || len(cfg.Header["B"]) != 1 || cfg.Header.Get("B") != "2" {
+	if cfg.Timeout != 2500*time.Millisecond || !cfg.Gzip || cfg.Header.Get("A") != "" || len(cfg.Header["B"]) != 1 || cfg.Header.Get("B") != "2" || cfg.Header.Get("C") != "v" {
 		t.Fatalf("config %+v", cfg)
+	}
+}
+
+// Why: where spans go when only part of the endpoint is said: the
+// specification's default, and /v1/traces appended to the generic
+// endpoint only.
+func TestOTLPHTTPEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{envTracesExporter: "otlp"}, "http://localhost:4318/v1/traces"},
+		{map[string]string{envEndpoint: "https://collector:4318"}, "https://collector:4318/v1/traces"},
+		{map[string]string{envEndpoint: "https://collector:4318/"}, "https://collector:4318/v1/traces"},
+		{map[string]string{envEndpoint: "http://c:4318/base"}, "http://c:4318/base/v1/traces"},
+		{map[string]string{envEndpoint: "http://ignored:4318", envTracesEndpoint: "http://c:4318/custom"}, "http://c:4318/custom"},
+	} {
+		exp, _, err := spanExporterFromEnv(context.Background(), envOf(tc.env), "hopgate")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := exp.(*otlpwire.Exporter).URL(); got != tc.want {
+			t.Errorf("%v: exports to %q, want %q", tc.env, got, tc.want)
+		}
+		_ = exp.Shutdown(context.Background())
 	}
 }
 

@@ -46,9 +46,10 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Retry schedule, the OTLP exporters' defaults: exponential from 5 s,
-// each pause at most 30 s, no new attempt after 1 min; shortened by the
-// caller's context (the batch processor's export timeout, 30 s by default).
+// Retry schedule, the OTLP exporters' defaults: exponential from 5 s up to
+// 30 s, each pause drawn from ±50 % of that (2.5 s to 45 s), no new attempt
+// after 1 min; shortened by the caller's context (the batch processor's
+// export timeout, 30 s by default).
 const (
 	retryInitial    = 5 * time.Second
 	retryMax        = 30 * time.Second
@@ -74,6 +75,9 @@ type Exporter struct {
 }
 
 var _ sdktrace.SpanExporter = (*Exporter)(nil)
+
+// URL is where the exporter sends.
+func (e *Exporter) URL() string { return e.cfg.URL }
 
 // ErrShutdown is returned by ExportSpans after Shutdown.
 var ErrShutdown = errors.New("otlpwire: exporter is shut down")

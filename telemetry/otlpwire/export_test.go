@@ -18,6 +18,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -221,6 +222,11 @@ func TestExportRetryBudget(t *testing.T) {
 	if total > time.Minute || c.attempts() < 3 || c.attempts() > 10 {
 		t.Fatalf("%d attempts over %v of pauses %v", c.attempts(), total, w.pauses)
 	}
+	for _, p := range w.pauses {
+		if p < 2500*time.Millisecond || p > 45*time.Second { // 5 s to 30 s, ±50 %
+			t.Fatalf("pause %v outside the backoff's range: %v", p, w.pauses)
+		}
+	}
 }
 
 // Why: a refused connection (collector restarting) is retried; a caller
@@ -393,6 +399,25 @@ func TestExportDrainsLongAnswers(t *testing.T) {
 	}
 }
 
+// Why: one huge batch must not leave its buffer behind for the life of
+// the process.
+func TestExportDropsHugeBuffers(t *testing.T) {
+	c := newCollector(t)
+	e, _ := newTestExporter(t, Config{URL: c.srv.URL, Gzip: true})
+	stub := tracetest.SpanStub{Name: "big", Attributes: []attribute.KeyValue{
+		attribute.String("payload", strings.Repeat("x", maxKeptBuffer/4))}}
+	big := tracetest.SpanStubs{stub, stub, stub, stub, stub}.Snapshots() // > maxKeptBuffer encoded
+	if err := e.ExportSpans(context.Background(), big); err != nil {
+		t.Fatal(err)
+	}
+	if cap(e.buf) > maxKeptBuffer {
+		t.Fatalf("kept a %d-byte buffer", cap(e.buf))
+	}
+	if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); err != nil || cap(e.buf) == 0 {
+		t.Fatalf("a normal batch after it: %v, buffer %d", err, cap(e.buf))
+	}
+}
+
 // Why: a bad endpoint is a startup error, not spans silently lost later.
 func TestNewRejectsBadURL(t *testing.T) {
 	for _, u := range []string{"", "collector:4318", "ftp://collector/v1/traces", "http://", "http://[::1"} {
@@ -416,5 +441,21 @@ func TestGuardedReader(t *testing.T) {
 	var b bytes.Buffer
 	if _, err := io.Copy(&b, &guardedReader{b: []byte("whole")}); err != nil || b.String() != "whole" {
 		t.Fatal(b.String(), err)
+	}
+}
+
+// Why: the schedule is the OTLP exporters' — 5 s doubling to a 30 s cap,
+// ±50 % — and a Retry-After only lengthens a pause.
+func TestBackoff(t *testing.T) {
+	for attempt := range 10 {
+		base := min(5*time.Second<<min(attempt, 3), 30*time.Second)
+		for range 200 {
+			if d := backoff(attempt, 0); d < base/2 || d >= base*3/2 {
+				t.Fatalf("attempt %d: %v outside [%v, %v)", attempt, d, base/2, base*3/2)
+			}
+			if d := backoff(attempt, time.Hour); d != time.Hour {
+				t.Fatalf("attempt %d with Retry-After 1h: %v", attempt, d)
+			}
+		}
 	}
 }
