@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/telemetry"
@@ -100,6 +102,16 @@ func reportConfigError(w io.Writer, path string, err error) {
 	fmt.Fprintf(w, "%s: %v\n", path, err)
 }
 
+// logOTelErrors sends what OpenTelemetry reports it could not do (a trace
+// export the collector refused, a batch that never got an answer) to the
+// JSON log. Its default handler prints plain text to stderr, which a log
+// pipeline parsing JSON drops or cannot alert on.
+func logOTelErrors(log *slog.Logger) {
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Error("opentelemetry", slog.Any("error", err))
+	}))
+}
+
 func serve(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -113,6 +125,7 @@ func serve(args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := telemetry.NewLogger(stderr, slog.LevelInfo)
+	logOTelErrors(log)
 	cfg, err := config.Load(*path)
 	if err != nil {
 		reportConfigError(stderr, *path, err)

@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,9 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 
 	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/telemetry"
 )
 
 // TestCheckReportsEveryMistake: `hopgate check` on a config with three
@@ -96,7 +102,15 @@ models:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A collector that refuses every export: the failure must reach the
+	// JSON log when the drain flushes the spans.
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Error(w, "tenant unknown", http.StatusBadRequest)
+	}))
+	defer collector.Close()
 	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--drain-timeout", "20s")
+	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL)
 	logs := &testkit.SyncBuffer{} // written by exec's copy goroutine while the test reads
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -137,6 +151,23 @@ models:
 	}
 	if !strings.Contains(logs.String(), `"msg":"drained; bye"`) {
 		t.Fatalf("logs:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), `"error":"otlp export: 400 Bad Request: \"tenant unknown`) {
+		t.Fatalf("the refused trace export is not in the JSON log:\n%s", logs.String())
+	}
+}
+
+// Why: an export that fails while the gateway runs is reported through
+// OpenTelemetry's global handler; it must arrive as a JSON error line.
+func TestOTelErrorsReachTheJSONLog(t *testing.T) {
+	var buf bytes.Buffer
+	logOTelErrors(telemetry.NewLogger(&buf, slog.LevelInfo))
+	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
+	otel.Handle(errors.New("otlp export: 503 Service Unavailable"))
+	var line struct{ Level, Msg, Error string }
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line.Level != "ERROR" || line.Msg != "opentelemetry" ||
+		line.Error != "otlp export: 503 Service Unavailable" {
+		t.Fatalf("log %q (%v)", buf.String(), err)
 	}
 }
 
