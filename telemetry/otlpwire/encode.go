@@ -455,32 +455,13 @@ func appendValue(b []byte, v attribute.Value) []byte {
 			num = fAnyKvlist
 		}
 		b = appendLen(b, num, compositeSize(v))
-		switch v.Type() {
-		case attribute.BOOLSLICE:
-			for _, x := range v.AsBoolSlice() {
-				b = appendElem(b, attribute.BoolValue(x))
-			}
-		case attribute.INT64SLICE:
-			for _, x := range v.AsInt64Slice() {
-				b = appendElem(b, attribute.Int64Value(x))
-			}
-		case attribute.FLOAT64SLICE:
-			for _, x := range v.AsFloat64Slice() {
-				b = appendElem(b, attribute.Float64Value(x))
-			}
-		case attribute.STRINGSLICE:
-			for _, x := range v.AsStringSlice() {
-				b = appendElem(b, attribute.StringValue(x))
-			}
-		case attribute.SLICE:
-			for _, x := range v.AsSlice() {
-				b = appendElem(b, x)
-			}
-		case attribute.MAP:
+		if v.Type() == attribute.MAP {
 			for _, kv := range v.AsMap() {
 				b = appendKeyValue(b, fArrayValues, kv)
 			}
+			return b
 		}
+		elems(v, func(x attribute.Value) { b = appendElem(b, x) })
 		return b
 	default:
 		return appendLenString(b, fAnyString, invalidAttributeValue)
@@ -491,33 +472,41 @@ func appendValue(b []byte, v attribute.Value) []byte {
 // body of a slice or map value.
 func compositeSize(v attribute.Value) int {
 	n := 0
-	switch v.Type() {
-	case attribute.BOOLSLICE:
-		for _, x := range v.AsBoolSlice() {
-			n += elemSize(attribute.BoolValue(x))
-		}
-	case attribute.INT64SLICE:
-		for _, x := range v.AsInt64Slice() {
-			n += elemSize(attribute.Int64Value(x))
-		}
-	case attribute.FLOAT64SLICE:
-		for _, x := range v.AsFloat64Slice() {
-			n += elemSize(attribute.Float64Value(x))
-		}
-	case attribute.STRINGSLICE:
-		for _, x := range v.AsStringSlice() {
-			n += elemSize(attribute.StringValue(x))
-		}
-	case attribute.SLICE:
-		for _, x := range v.AsSlice() {
-			n += elemSize(x)
-		}
-	case attribute.MAP:
+	if v.Type() == attribute.MAP {
 		for _, kv := range v.AsMap() {
 			n += lenField(fArrayValues, keyValueSize(kv))
 		}
+		return n
 	}
+	elems(v, func(x attribute.Value) { n += elemSize(x) })
 	return n
+}
+
+// elems calls fn with every element of a slice value, as a value of its
+// own: what ArrayValue holds.
+func elems(v attribute.Value, fn func(attribute.Value)) {
+	switch v.Type() {
+	case attribute.BOOLSLICE:
+		for _, x := range v.AsBoolSlice() {
+			fn(attribute.BoolValue(x))
+		}
+	case attribute.INT64SLICE:
+		for _, x := range v.AsInt64Slice() {
+			fn(attribute.Int64Value(x))
+		}
+	case attribute.FLOAT64SLICE:
+		for _, x := range v.AsFloat64Slice() {
+			fn(attribute.Float64Value(x))
+		}
+	case attribute.STRINGSLICE:
+		for _, x := range v.AsStringSlice() {
+			fn(attribute.StringValue(x))
+		}
+	case attribute.SLICE:
+		for _, x := range v.AsSlice() {
+			fn(x)
+		}
+	}
 }
 
 // elemSize and appendElem are one AnyValue of an ArrayValue.
