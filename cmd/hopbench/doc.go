@@ -20,11 +20,14 @@
 // report gives medians of rounds and per-round ratios against the direct
 // and proxy targets, with the range of the per-round values next to each
 // verdict measured in rounds.
-// Four more hopgate processes, each identical but for one setting, run in
+// Five more hopgate processes, each identical but for one setting, run in
 // the same throughput and completion-latency rounds: 10 % of healthy
 // traces exported, tracing off, every trace exported in batches of 128
 // from a queue of 8192 (its own sink checks that all its spans arrive),
-// and GOGC=200 (also in the idle-stream memory test). BENCH_PEERS=portkey adds Portkey's open-source gateway as a
+// GOGC=200 (also in the idle-stream memory test), and every trace exported
+// through the OpenTelemetry SDK's otlptracehttp instead of hopgate's
+// otlpwire (the one setting no deployment can choose: it measures the
+// encoder). BENCH_PEERS=portkey adds Portkey's open-source gateway as a
 // fourth target (npm install into the user cache, outside the repository).
 //
 // hopbench owns only this measurement. It must not change how hopgate
