@@ -3,7 +3,6 @@ package dispatch
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -24,6 +23,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/gate"
 	"github.com/hopgate/hopgate/dispatch/reqbody"
 	"github.com/hopgate/hopgate/internal/retryafter"
+	"github.com/hopgate/hopgate/internal/tlsfail"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -391,11 +391,8 @@ func (c *call) transportFailure(hopCtx context.Context, err error) hopResult {
 // type and errno, never its text.
 func netLabel(err error) string {
 	var (
-		ne   net.Error
-		dns  *net.DNSError
-		rec  tls.RecordHeaderError
-		alrt tls.AlertError
-		cert *tls.CertificateVerificationError
+		ne  net.Error
+		dns *net.DNSError
 	)
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -405,7 +402,7 @@ func netLabel(err error) string {
 		return "reset"
 	case errors.As(err, &dns):
 		return "dns"
-	case errors.As(err, &rec), errors.As(err, &alrt), errors.As(err, &cert):
+	case tlsfail.Is(err):
 		return "tls"
 	case errors.As(err, &ne) && ne.Timeout():
 		return "timeout"

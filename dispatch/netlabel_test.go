@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log"
@@ -46,6 +47,13 @@ func TestNetLabel(t *testing.T) {
 	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake failure is the point
 	untrusted.StartTLS()
 	defer untrusted.Close()
+	// A TLS server that speaks only versions the client refuses: its
+	// alert arrives as the handshake's error.
+	oldTLS := httptest.NewUnstartedServer(http.NotFoundHandler())
+	oldTLS.Config.ErrorLog = log.New(io.Discard, "", 0)
+	oldTLS.TLS = &tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}
+	oldTLS.StartTLS()
+	defer oldTLS.Close()
 	// A server that closes the connection without answering.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -73,6 +81,7 @@ func TestNetLabel(t *testing.T) {
 		{"closed without an answer", roundTripErr(t, "http://"+ln.Addr().String()+"/v1"), "reset"},
 		{"not TLS", roundTripErr(t, "https://"+plain.Listener.Addr().String()+"/v1"), "tls"},
 		{"untrusted certificate", roundTripErr(t, untrusted.URL+"/v1"), "tls"},
+		{"TLS alert from the server", roundTripErr(t, oldTLS.URL+"/v1"), "tls"},
 		{"reset by peer", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, "reset"},
 		{"no such host", &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}}, "dns"},
 		{"timeout", &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, "timeout"},

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hopgate/hopgate/internal/retryafter"
+	"github.com/hopgate/hopgate/internal/tlsfail"
 )
 
 // Config is where and how an Exporter sends. The zero value of every
@@ -241,8 +241,9 @@ func (e *Exporter) send(parent context.Context, body []byte) (retry bool, after 
 	if err != nil {
 		// No answer (refused, reset, the attempt timed out): the
 		// collector may be restarting. Retry unless the caller gave up or
-		// the failure is one that repeating cannot mend.
-		return parent.Err() == nil && !permanent(err), 0, fmt.Errorf("otlp export: %w", err)
+		// TLS failed (certificates, an alert from the collector, TLS to a
+		// plain port): configuration, which repeating cannot mend.
+		return parent.Err() == nil && !tlsfail.Is(err), 0, fmt.Errorf("otlp export: %w", err)
 	}
 	defer func() {
 		// Drain a little more so the connection can be reused; an answer
@@ -261,26 +262,6 @@ func (e *Exporter) send(parent context.Context, body []byte) (retry bool, after 
 	default:
 		return false, 0, statusError(resp, answer, rerr)
 	}
-}
-
-// permanent reports transport failures that come from configuration, not
-// from a collector being away: certificates that do not verify, a TLS
-// alert from the collector (e.g. a client certificate required), TLS
-// spoken to a plain HTTP port.
-func permanent(err error) bool {
-	var (
-		verify   *tls.CertificateVerificationError
-		record   tls.RecordHeaderError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		op       *net.OpError
-	)
-	// crypto/tls reports the peer's alert as a net.OpError with this Op
-	// around an unexported alert type (tls.AlertError is QUIC's only).
-	remoteAlert := errors.As(err, &op) && op.Op == "remote error"
-	return remoteAlert || errors.As(err, &verify) || errors.As(err, &record) ||
-		errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
 }
 
 // partialSuccess reports spans the collector accepted the request but
