@@ -23,9 +23,12 @@ import (
 // Standard OpenTelemetry SDK environment variables read through
 // Options.Getenv, so tests inject them instead of mutating the process.
 // Over http/protobuf (the default) hopgate's own exporter sends, and every
-// setting comes through Getenv; over grpc the SDK's exporter still reads
-// its secondary settings (headers, certificates, timeout, compression)
-// from the process environment itself.
+// OTEL_EXPORTER_OTLP_* setting comes through Getenv; over grpc the SDK's
+// exporter still reads its secondary settings (headers, certificates,
+// timeout, compression) from the process environment itself. Two things
+// are read from the process environment either way: HTTPS_PROXY/NO_PROXY
+// (by the exporter's HTTP transport, as net/http does) and the batch
+// processor's OTEL_BSP_* (by the SDK).
 const (
 	envSDKDisabled       = "OTEL_SDK_DISABLED"
 	envServiceName       = "OTEL_SERVICE_NAME"

@@ -46,10 +46,11 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Retry schedule, the OTLP exporters' defaults: exponential from 5 s up to
-// 30 s, each pause drawn from ±50 % of that (2.5 s to 45 s), no new attempt
-// after 1 min; shortened by the caller's context (the batch processor's
-// export timeout, 30 s by default).
+// Retry schedule, with the limits of the SDK's OTLP exporters: a base
+// pause from 5 s, doubling (the SDK grows it by 1.5) up to 30 s, each pause
+// drawn from ±50 % of its base (2.5 s to 45 s); no new attempt after 1 min,
+// and sooner if the caller's context ends (the batch processor's export
+// timeout, 30 s by default).
 const (
 	retryInitial    = 5 * time.Second
 	retryMax        = 30 * time.Second
