@@ -13,14 +13,15 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// batch is a full default export batch (512 spans) of gateway spans.
+// batch is a full default export batch (512 spans) of healthy completion
+// traces, what every request exports.
 func batch() []sdktrace.ReadOnlySpan {
 	res := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0",
 		attribute.String("service.name", "hopgate"), attribute.String("service.version", "0.1.0"),
 		attribute.String("host.name", "gateway-7d9f"), attribute.String("telemetry.sdk.language", "go"))
 	var spans []sdktrace.ReadOnlySpan
 	for len(spans) < 512 {
-		spans = append(spans, gatewaySpans(res)...)
+		spans = append(spans, healthySpans(res)...)
 	}
 	return spans[:512]
 }

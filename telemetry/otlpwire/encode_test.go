@@ -95,66 +95,101 @@ func requireSame(t *testing.T, e *Encoder, spans []sdktrace.ReadOnlySpan) {
 	}
 }
 
-// The spans hopgate's gateway makes: a server span, the dispatch span, a
-// hop with GenAI attributes and an error hop with an event.
-func gatewaySpans(res *resource.Resource) []sdktrace.ReadOnlySpan {
+// gatewaySpans is a failover trace as DESIGN §5 draws it (names and
+// attributes as telemetry/names.go spells them; the package cannot import
+// it): a stream whose cheapest channel is open, whose second answers 503
+// and whose third commits. It also carries an event and dropped counts.
+func gatewaySpans(res *resource.Resource) []sdktrace.ReadOnlySpan { return traceSpans(res, true) }
+
+// healthySpans is the trace of a healthy completion: server, dispatch, one
+// hop and its await-headers span, the four spans every request exports.
+func healthySpans(res *resource.Resource) []sdktrace.ReadOnlySpan { return traceSpans(res, false) }
+
+func traceSpans(res *resource.Resource, failover bool) []sdktrace.ReadOnlySpan {
 	tid := trace.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 	sc := func(id byte) trace.SpanContext {
 		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{id, 1}, TraceFlags: trace.FlagsSampled})
 	}
 	start := time.Date(2026, 11, 30, 1, 2, 3, 4, time.UTC)
+	at := func(us int) time.Time { return start.Add(time.Duration(us) * time.Microsecond) }
 	scope := instrumentation.Scope{Name: "github.com/hopgate/hopgate", Version: "0.1.0"}
 	httpScope := instrumentation.Scope{Name: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp", Version: "0.72.0"}
-	stubs := tracetest.SpanStubs{
-		{
-			Name: "POST /v1/chat/completions", SpanContext: sc(1), SpanKind: trace.SpanKindServer,
-			StartTime: start, EndTime: start.Add(3 * time.Millisecond),
-			Attributes: []attribute.KeyValue{
-				attribute.String("http.request.method", "POST"),
-				attribute.String("url.path", "/v1/chat/completions"),
-				attribute.String("url.scheme", "http"),
-				attribute.String("server.address", "127.0.0.1"),
-				attribute.Int("server.port", 8080),
-				attribute.String("network.peer.address", "127.0.0.1"),
-				attribute.Int("network.peer.port", 51234),
-				attribute.String("user_agent.original", "Go-http-client/1.1"),
-				attribute.Int("http.response.status_code", 200),
-				attribute.Int64("http.response.body.size", 1024),
-			},
-			InstrumentationScope: httpScope, Resource: res,
-		},
-		{
-			Name: "chat gpt-4o-mini", SpanContext: sc(2), Parent: sc(1), SpanKind: trace.SpanKindInternal,
-			StartTime: start.Add(time.Microsecond), EndTime: start.Add(2 * time.Millisecond),
-			Attributes: []attribute.KeyValue{
-				attribute.String("gen_ai.operation.name", "chat"),
-				attribute.String("gen_ai.request.model", "gpt-4o-mini"),
-				attribute.String("hopgate.failover.path", "openai-us>azure-eu"),
-				attribute.Int("hopgate.failover.attempts", 2),
-				attribute.Bool("hopgate.degraded", false),
-				attribute.Float64("hopgate.cost", 0.000125),
-			},
-			Status:               sdktrace.Status{Code: codes.Ok},
-			InstrumentationScope: scope, Resource: res,
-		},
-		{
-			Name: "hop azure-eu", SpanContext: sc(3), Parent: sc(2), SpanKind: trace.SpanKindClient,
-			StartTime: start.Add(2 * time.Microsecond), EndTime: start.Add(time.Millisecond),
-			Attributes: []attribute.KeyValue{
-				attribute.String("gen_ai.provider.name", "azure.ai.openai"),
-				attribute.Int("gen_ai.usage.input_tokens", 12),
-				attribute.Int("gen_ai.usage.output_tokens", 0),
-			},
-			Events: []sdktrace.Event{{
-				Name: "exception", Time: start.Add(500 * time.Microsecond),
-				Attributes:            []attribute.KeyValue{attribute.String("exception.message", "upstream 503")},
-				DroppedAttributeCount: 2,
-			}},
-			Status:               sdktrace.Status{Code: codes.Error, Description: "503 Service Unavailable"},
-			DroppedAttributes:    3,
-			DroppedEvents:        1,
-			InstrumentationScope: scope, Resource: res,
-		},
+	path, hops := "c:ok", 1
+	if failover {
+		path, hops = "a:open → b:503 → c:ok", 2
+	}
+	span := func(id, parent byte, name string, kind trace.SpanKind, from, to int, attrs ...attribute.KeyValue) tracetest.SpanStub {
+		st := tracetest.SpanStub{Name: name, SpanContext: sc(id), SpanKind: kind, StartTime: at(from), EndTime: at(to),
+			Attributes: attrs, InstrumentationScope: scope, Resource: res}
+		if parent != 0 {
+			st.Parent = sc(parent)
+		}
+		return st
+	}
+	hop := func(id byte, channel string, index int, outcome string, from, to int) tracetest.SpanStub {
+		return span(id, 2, "chat gpt-4o-mini-2024-07-18", trace.SpanKindClient, from, to,
+			attribute.String("gen_ai.operation.name", "chat"),
+			attribute.String("gen_ai.provider.name", "openai"),
+			attribute.String("gen_ai.request.model", "gpt-4o-mini-2024-07-18"),
+			attribute.String("gen_ai.response.model", "gpt-4o-mini-2024-07-18"),
+			attribute.Int("gen_ai.usage.input_tokens", 12),
+			attribute.Int("gen_ai.usage.output_tokens", 48),
+			attribute.String("http.request.method", "POST"),
+			attribute.Int("http.response.status_code", 200),
+			attribute.String("server.address", "api.openai.example"),
+			attribute.String("hopgate.channel", channel),
+			attribute.String("hopgate.channel.region", "eu-west-1"),
+			attribute.Int("hopgate.hop.index", index),
+			attribute.String("hopgate.hop.outcome", outcome),
+		)
+	}
+	server := span(1, 0, "POST /v1/chat/completions", trace.SpanKindServer, 0, 3000,
+		attribute.String("http.request.method", "POST"),
+		attribute.String("url.path", "/v1/chat/completions"),
+		attribute.String("url.scheme", "http"),
+		attribute.String("server.address", "127.0.0.1"),
+		attribute.Int("server.port", 8080),
+		attribute.String("network.peer.address", "127.0.0.1"),
+		attribute.Int("network.peer.port", 51234),
+		attribute.String("user_agent.original", "Go-http-client/1.1"),
+		attribute.Int("http.response.status_code", 200),
+		attribute.Int64("http.response.body.size", 1024),
+		attribute.String("hopgate.failover.path", path),
+		attribute.String("hopgate.outcome", "ok"),
+	)
+	server.InstrumentationScope = httpScope
+	dispatch := span(2, 1, "dispatch gpt-4o-mini", trace.SpanKindInternal, 1, 2900,
+		attribute.String("hopgate.model", "gpt-4o-mini"),
+		attribute.String("hopgate.chain", "a,b,c"),
+		attribute.Int("hopgate.hops", hops),
+		attribute.String("hopgate.outcome", "ok"),
+	)
+	ok := hop(6, "c", hops-1, "ok", 1200, 2800)
+	stubs := tracetest.SpanStubs{server, dispatch}
+	if failover {
+		failed := hop(4, "b", 0, "503", 10, 1100)
+		failed.Attributes[7] = attribute.Int("http.response.status_code", 503)
+		failed.Attributes = append(failed.Attributes, attribute.String("error.type", "503"))
+		failed.Status = sdktrace.Status{Code: codes.Error, Description: "503 Service Unavailable"}
+		failed.Events = []sdktrace.Event{{Name: "exception", Time: at(1000),
+			Attributes:            []attribute.KeyValue{attribute.String("exception.message", "upstream 503")},
+			DroppedAttributeCount: 2}}
+		failed.DroppedAttributes, failed.DroppedEvents = 3, 1
+		stubs = append(stubs,
+			span(3, 2, "breaker skip a", trace.SpanKindInternal, 2, 3,
+				attribute.String("hopgate.channel", "a"),
+				attribute.String("hopgate.breaker.state", "open"),
+				attribute.String("hopgate.breaker.reopen_at", "2026-11-30T01:03:03Z")),
+			failed,
+			span(5, 4, "await headers", trace.SpanKindInternal, 11, 1000),
+		)
+	}
+	stubs = append(stubs, ok, span(7, 6, "await headers", trace.SpanKindInternal, 1201, 1900))
+	if failover {
+		stubs = append(stubs, span(8, 6, "stream gate", trace.SpanKindInternal, 1900, 2000,
+			attribute.String("hopgate.gate.decision", "commit_content"),
+			attribute.Int("hopgate.gate.frames_held", 2),
+			attribute.Int("hopgate.gate.bytes_held", 180)))
 	}
 	return stubs.Snapshots()
 }
@@ -166,6 +201,7 @@ func TestMatchesSDK(t *testing.T) {
 		attribute.String("service.name", "hopgate"), attribute.String("service.version", "0.1.0"))
 	var e Encoder
 	requireSame(t, &e, gatewaySpans(res))
+	requireSame(t, &e, healthySpans(res))
 	requireSame(t, &e, gatewaySpans(nil))
 	requireSame(t, &e, nil)
 	requireSame(t, &e, append(gatewaySpans(res), nil))
