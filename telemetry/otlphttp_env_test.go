@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -200,6 +201,7 @@ func TestOTLPHTTPTLS(t *testing.T) {
 		mu.Unlock()
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clients}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are the point
 	srv.StartTLS()
 	defer srv.Close()
 
@@ -227,6 +229,7 @@ func TestOTLPHTTPTLS(t *testing.T) {
 	srv12 := httptest.NewUnstartedServer(srv.Config.Handler)
 	srv12.TLS = srv.TLS.Clone()
 	srv12.TLS.MaxVersion = tls.VersionTLS12
+	srv12.Config.ErrorLog = srv.Config.ErrorLog
 	srv12.StartTLS()
 	defer srv12.Close()
 	delete(env, envClientCert)

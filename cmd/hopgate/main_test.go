@@ -161,8 +161,9 @@ models:
 // OpenTelemetry's global handler; it must arrive as a JSON error line.
 func TestOTelErrorsReachTheJSONLog(t *testing.T) {
 	var buf bytes.Buffer
+	prev := otel.GetErrorHandler()
+	t.Cleanup(func() { otel.SetErrorHandler(prev) })
 	logOTelErrors(telemetry.NewLogger(&buf, slog.LevelInfo))
-	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
 	otel.Handle(errors.New("otlp export: 503 Service Unavailable"))
 	var line struct{ Level, Msg, Error string }
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line.Level != "ERROR" || line.Msg != "opentelemetry" ||

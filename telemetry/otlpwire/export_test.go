@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -342,7 +343,9 @@ func TestExportBodiesEndWithTheExport(t *testing.T) {
 // attempt either: fail the export at once instead of holding the batch
 // processor for a minute.
 func TestExportCertificateErrorIsFinal(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is the point
+	srv.StartTLS()
 	defer srv.Close()
 	e, w := newTestExporter(t, Config{URL: srv.URL}) // the system roots do not know httptest's CA
 	err := e.ExportSpans(context.Background(), gatewaySpans(testRes))
