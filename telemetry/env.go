@@ -17,6 +17,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/hopgate/hopgate/telemetry/otlpwire"
 )
 
@@ -76,7 +78,10 @@ func envTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "tr
 // default endpoint (http://localhost:4318 over http/protobuf). Over HTTP
 // the URL's scheme decides TLS; OTEL_EXPORTER_OTLP_INSECURE applies to
 // gRPC only, as the specification says.
-func spanExporterFromEnv(ctx context.Context, getenv func(string) string, userAgent string) (sdktrace.SpanExporter, string, error) {
+//
+// clock, when not nil, times the OTLP/HTTP exporter's retries (pauses and
+// the one-minute budget).
+func spanExporterFromEnv(ctx context.Context, getenv func(string) string, userAgent string, clock clockwork.Clock) (sdktrace.SpanExporter, string, error) {
 	if envTrue(getenv(envSDKDisabled)) {
 		return nil, exporterDisabled, nil
 	}
@@ -134,6 +139,19 @@ func spanExporterFromEnv(ctx context.Context, getenv func(string) string, userAg
 		cfg, err := otlpHTTPConfig(getenv, u, userAgent)
 		if err != nil {
 			return nil, "", err
+		}
+		if clock != nil {
+			cfg.Now = clock.Now
+			cfg.Wait = func(ctx context.Context, d time.Duration) error {
+				t := clock.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-t.Chan():
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 		}
 		exp, err := otlpwire.New(cfg)
 		if err != nil {

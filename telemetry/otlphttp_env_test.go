@@ -28,6 +28,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/hopgate/hopgate/telemetry/otlpwire"
 )
 
@@ -145,6 +147,7 @@ func TestOTLPHTTPPrecedence(t *testing.T) {
 	cfg, err := otlpHTTPConfig(envOf(map[string]string{
 		envTimeout: "1000", envTracesTimeout: "2500",
 		envHeaders: "a=generic", envCompression: "gzip", envTracesHeaders: "b=1,b=2,c=%20v%20",
+		envTracesCompression: "  ", // blank: the generic variable speaks
 	}), "http://collector:4318/v1/traces", "hopgate")
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +171,7 @@ func TestOTLPHTTPEndpoint(t *testing.T) {
 		{map[string]string{envEndpoint: "http://c:4318/base"}, "http://c:4318/base/v1/traces"},
 		{map[string]string{envEndpoint: "http://ignored:4318", envTracesEndpoint: "http://c:4318/custom"}, "http://c:4318/custom"},
 	} {
-		exp, _, err := spanExporterFromEnv(context.Background(), envOf(tc.env), "hopgate")
+		exp, _, err := spanExporterFromEnv(context.Background(), envOf(tc.env), "hopgate", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,7 +287,7 @@ func TestOTLPHTTPBadSettings(t *testing.T) {
 			for k, v := range tc.extra {
 				env[k] = v
 			}
-			_, _, err := spanExporterFromEnv(context.Background(), envOf(env), "hopgate")
+			_, _, err := spanExporterFromEnv(context.Background(), envOf(env), "hopgate", nil)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -318,4 +321,44 @@ func FuzzParseOTLPHeaders(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Why: the exporter's retry pauses run on Options.Clock, like the rest of
+// telemetry: a collector's 503 is retried when the clock says so.
+func TestOTLPHTTPRetriesOnTheClock(t *testing.T) {
+	var mu sync.Mutex
+	answers := []int{http.StatusServiceUnavailable, http.StatusOK}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		st := answers[0]
+		answers = answers[1:]
+		mu.Unlock()
+		w.WriteHeader(st)
+	}))
+	defer srv.Close()
+	clock := clockwork.NewFakeClock()
+	tel, err := Setup(context.Background(), Options{HealthyRatio: 1, Clock: clock, Getenv: envOf(map[string]string{envEndpoint: srv.URL})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	_, span := tel.Tracer.Start(context.Background(), SpanServer)
+	span.End()
+	flushed := make(chan error, 1)
+	go func() { flushed <- tel.TracerProvider.ForceFlush(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := clock.BlockUntilContext(ctx, 1); err != nil { // the pause after the 503
+		t.Fatalf("no retry pause on the injected clock: %v", err)
+	}
+	clock.Advance(time.Minute)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(answers) != 0 {
+		t.Fatalf("%d answers left: the retry did not happen", len(answers))
+	}
 }

@@ -44,7 +44,8 @@ type Options struct {
 	// the failover log work).
 	SpanExporter sdktrace.SpanExporter
 	// Clock ages the traces the tail sampler holds (a trace whose root never
-	// ends locally is exported after 15 minutes); nil means the real clock.
+	// ends locally is exported after 15 minutes) and times the OTLP/HTTP
+	// exporter's retries; nil means the real clock.
 	// gateway.Start passes the engine's clock.
 	Clock clockwork.Clock
 }
@@ -94,7 +95,7 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 		if o.ServiceVersion != "" {
 			ua += "/" + o.ServiceVersion
 		}
-		exp, kind, err = spanExporterFromEnv(ctx, getenv, ua)
+		exp, kind, err = spanExporterFromEnv(ctx, getenv, ua, o.Clock)
 		if err != nil {
 			return nil, err
 		}

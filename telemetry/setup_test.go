@@ -54,7 +54,7 @@ func TestSpanExporterFromEnv(t *testing.T) {
 		{"exporter lists are rejected", map[string]string{envTracesExporter: "otlp,console"}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			exp, kind, err := spanExporterFromEnv(context.Background(), envOf(tc.env), "hopgate/test")
+			exp, kind, err := spanExporterFromEnv(context.Background(), envOf(tc.env), "hopgate/test", nil)
 			if exp != nil {
 				defer exp.Shutdown(context.Background())
 			}

@@ -18,6 +18,8 @@ func TestParse(t *testing.T) {
 		"0":                             0,
 		"-5":                            0,
 		"99999999":                      time.Hour,
+		"3600":                          time.Hour,
+		"3601":                          time.Hour, // one past the limit
 		"soon":                          0,
 		"Sun, 29 Nov 2026 12:00:30 GMT": 30 * time.Second,
 		"Sun, 29 Nov 2026 11:59:00 GMT": 0,         // in the past

@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 )
 
 // Is reports whether err comes from a TLS handshake that failed: a
@@ -24,6 +25,9 @@ func Is(err error) bool {
 	)
 	// crypto/tls reports the peer's alert as a net.OpError with this Op
 	// around an unexported type; tls.AlertError is only QUIC's.
-	return errors.As(err, &verify) || errors.As(err, &record) ||
+	// http.Client turns a record that reads "HTTP/" into ErrSchemeMismatch
+	// (TLS spoken to a plain HTTP port); http.Transport leaves it a
+	// RecordHeaderError.
+	return errors.As(err, &verify) || errors.As(err, &record) || errors.Is(err, http.ErrSchemeMismatch) ||
 		errors.As(err, &op) && op.Op == "remote error"
 }

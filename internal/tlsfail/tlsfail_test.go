@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"syscall"
@@ -25,6 +26,7 @@ func TestIs(t *testing.T) {
 	}{
 		{"certificate not verified", wrap(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), true},
 		{"not a TLS record", wrap(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), true},
+		{"HTTP answer to an HTTPS client", wrap(http.ErrSchemeMismatch), true},
 		{"alert from the peer", wrap(&net.OpError{Op: "remote error", Err: errors.New("tls: protocol version not supported")}), true},
 		{"refused", wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), false},
 		{"reset while reading", wrap(&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}), false},

@@ -8,9 +8,6 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // batch is a full default export batch (512 spans) of healthy completion
@@ -26,24 +23,12 @@ func batch() []sdktrace.ReadOnlySpan {
 	return spans[:512]
 }
 
-// marshalClient marshals what the SDK converted, as otlptracehttp does
-// before sending.
-type marshalClient struct{ n int }
-
-func (c *marshalClient) Start(context.Context) error { return nil }
-func (c *marshalClient) Stop(context.Context) error  { return nil }
-func (c *marshalClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans) error {
-	b, err := proto.Marshal(&coltracepb.ExportTraceServiceRequest{ResourceSpans: rs})
-	c.n += len(b)
-	return err
-}
-
 // BenchmarkEncode compares the SDK's conversion and marshal with Append,
 // per 512-span batch.
 func BenchmarkEncode(b *testing.B) {
 	spans := batch()
 	b.Run("sdk", func(b *testing.B) {
-		exp, err := otlptrace.New(context.Background(), &marshalClient{})
+		exp, err := otlptrace.New(context.Background(), &captureClient{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -79,8 +79,9 @@ const (
 )
 
 // Encoder writes ExportTraceServiceRequest messages. It keeps the encoded
-// resource and scope of the previous call, which in a process are always
-// the same few: one Encoder per exporter, not safe for concurrent use.
+// resources and scopes it has seen (at most maxMemo; in a process they are
+// always the same few): one Encoder per exporter, not safe for concurrent
+// use.
 type Encoder struct {
 	sizes  []int // per span of the current call
 	groups []group
@@ -91,10 +92,13 @@ type Encoder struct {
 // appearance.
 type group struct {
 	resKey attribute.Distinct // the resource's attribute set: the group key
-	res    *resource.Resource // the first span's resource with that set
-	scope  instrumentation.Scope
-	spans  []int // indexes into the call's spans
-	size   int   // ScopeSpans message size
+	// res is the group's first span's resource; Append writes the one of
+	// the first group with the key, so the first span's resource speaks for
+	// all with the same attributes, as in the SDK's conversion.
+	res   *resource.Resource
+	scope instrumentation.Scope
+	spans []int // indexes into the call's spans
+	size  int   // ScopeSpans message size
 }
 
 // memoEntry is an encoded Resource or InstrumentationScope message body.
@@ -109,8 +113,9 @@ const maxMemo = 16
 
 // Append appends the protobuf encoding of an ExportTraceServiceRequest
 // holding spans to b. Spans are grouped by resource (by its attributes, as
-// the SDK does), then by instrumentation scope, each in order of first appearance; spans keep
-// their order within a group. Nil spans are skipped.
+// the SDK does), then by instrumentation scope, each in order of first
+// appearance; spans keep their order within a group. Nil spans are
+// skipped.
 //
 // The result decodes to the same message as the OTLP exporter's own
 // conversion of the same spans (TestMatchesSDK), except that a link's
@@ -200,15 +205,7 @@ func (e *Encoder) group(spans []sdktrace.ReadOnlySpan) {
 				e.groups = append(e.groups, group{})
 			}
 			g := &e.groups[len(e.groups)-1]
-			// The first span's resource speaks for all with the same
-			// attributes, as in the SDK's conversion.
 			g.resKey, g.res, g.scope = key, res, scope
-			for j := range len(e.groups) - 1 {
-				if e.groups[j].resKey == key {
-					g.res = e.groups[j].res
-					break
-				}
-			}
 			gi = len(e.groups) - 1
 		}
 		g := &e.groups[gi]

@@ -139,6 +139,10 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.stop.Err() != nil { // Shut down while this export waited its turn
+		return ErrShutdown
+	}
+	defer e.shrink()
 	e.buf = e.enc.Append(e.buf[:0], spans)
 	body := e.buf
 	if e.cfg.Gzip {
@@ -148,7 +152,6 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		}
 	}
 
-	defer e.shrink()
 	start := e.cfg.Now()
 	for attempt := 0; ; attempt++ {
 		retry, after, err := e.send(ctx, body)

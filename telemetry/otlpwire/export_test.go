@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -144,6 +146,19 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 }
 
+// Why: without a configured User-Agent the collector still sees who
+// sends.
+func TestExportDefaultUserAgent(t *testing.T) {
+	c := newCollector(t)
+	e, _ := newTestExporter(t, Config{URL: c.srv.URL})
+	if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); err != nil {
+		t.Fatal(err)
+	}
+	if ua := c.reqs[0].Header.Get("User-Agent"); ua != "hopgate" {
+		t.Fatalf("User-Agent %q", ua)
+	}
+}
+
 // Why: an empty batch is not worth a request.
 func TestExportNothing(t *testing.T) {
 	c := newCollector(t)
@@ -255,23 +270,58 @@ func TestExportConnectionRefused(t *testing.T) {
 }
 
 // Why: a collector that accepts a request but rejects some of its spans
-// says so in the answer; that must not pass for success.
+// says so in the answer; that must not pass for success. An answer that
+// cannot be read is an error too; one that is not protobuf is not read.
 func TestExportPartialSuccess(t *testing.T) {
-	answer, err := proto.Marshal(&coltracepb.ExportTraceServiceResponse{
-		PartialSuccess: &coltracepb.ExportTracePartialSuccess{RejectedSpans: 2, ErrorMessage: "too old"}})
-	if err != nil {
-		t.Fatal(err)
+	answer := func(n int64, msg string) []byte {
+		b, err := proto.Marshal(&coltracepb.ExportTraceServiceResponse{
+			PartialSuccess: &coltracepb.ExportTracePartialSuccess{RejectedSpans: n, ErrorMessage: msg}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(answer)
-	}))
-	defer srv.Close()
-	e, _ := newTestExporter(t, Config{URL: srv.URL})
-	err = e.ExportSpans(context.Background(), gatewaySpans(testRes))
-	if err == nil || !strings.Contains(err.Error(), "rejected 2 spans: too old") {
-		t.Fatalf("err = %v", err)
+	for _, tc := range []struct {
+		name        string
+		contentType string
+		body        []byte
+		wantErr     string // "" for success
+	}{
+		{"spans rejected, with a reason", "application/x-protobuf", answer(2, "too old"), "rejected 2 spans: too old"},
+		{"spans rejected, no reason", "application/x-protobuf", answer(3, ""), "rejected 3 spans"},
+		{"a warning, nothing rejected", "application/x-protobuf", answer(0, "slow down"), "rejected 0 spans: slow down"},
+		{"full success", "application/x-protobuf", answer(0, ""), ""},
+		{"empty answer", "application/x-protobuf", nil, ""},
+		{"unreadable protobuf", "application/x-protobuf", []byte{0xff, 0xff}, "unreadable answer"},
+		{"a JSON answer is not read", "application/json", []byte(`{"partialSuccess":{"rejectedSpans":"2"}}`), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", tc.contentType)
+				_, _ = w.Write(tc.body)
+			}))
+			defer srv.Close()
+			e, _ := newTestExporter(t, Config{URL: srv.URL})
+			err := e.ExportSpans(context.Background(), gatewaySpans(testRes))
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// Why: any 2xx is the collector's acceptance.
+func TestExportAccepts2xx(t *testing.T) {
+	c := newCollector(t, http.StatusAccepted, http.StatusNoContent)
+	e, w := newTestExporter(t, Config{URL: c.srv.URL})
+	for range 2 {
+		if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.attempts() != 2 || len(w.pauses) != 0 {
+		t.Fatalf("%d attempts, pauses %v", c.attempts(), w.pauses)
 	}
 }
 
@@ -339,19 +389,55 @@ func TestExportBodiesEndWithTheExport(t *testing.T) {
 	}
 }
 
+// Why: after Shutdown the exporter holds no connection to the collector
+// (and so no transport goroutine), while the collector is still up.
+func TestShutdownClosesConnections(t *testing.T) {
+	c := newCollector(t)
+	before := goleak.IgnoreCurrent()
+	e, err := New(Config{URL: c.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The collector's own connection goroutines are not the exporter's.
+	if err := goleak.Find(before, goleak.IgnoreAnyFunction("net/http.(*conn).serve")); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Why: a certificate that does not verify will not verify on the next
 // attempt either: fail the export at once instead of holding the batch
 // processor for a minute.
 func TestExportCertificateErrorIsFinal(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is the point
-	srv.StartTLS()
-	defer srv.Close()
-	e, w := newTestExporter(t, Config{URL: srv.URL}) // the system roots do not know httptest's CA
-	err := e.ExportSpans(context.Background(), gatewaySpans(testRes))
-	var verify *tls.CertificateVerificationError
-	if !errors.As(err, &verify) || len(w.pauses) != 0 {
-		t.Fatalf("err = %v after %d pauses", err, len(w.pauses))
+	untrusted := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is the point
+	untrusted.StartTLS()
+	defer untrusted.Close()
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer plain.Close()
+	for _, tc := range []struct {
+		name, url string
+		want      func(error) bool
+	}{
+		{"untrusted certificate", untrusted.URL, func(err error) bool {
+			var verify *tls.CertificateVerificationError
+			return errors.As(err, &verify)
+		}},
+		{"https to a plain HTTP port", "https://" + plain.Listener.Addr().String(), func(err error) bool {
+			return errors.Is(err, http.ErrSchemeMismatch) // http.Client's word for a record reading "HTTP/"
+		}},
+	} {
+		// The system roots do not know httptest's CA.
+		e, w := newTestExporter(t, Config{URL: tc.url})
+		err := e.ExportSpans(context.Background(), gatewaySpans(testRes))
+		if !tc.want(err) || len(w.pauses) != 0 {
+			t.Errorf("%s: err = %v after %d pauses, want that TLS failure, not retried", tc.name, err, len(w.pauses))
+		}
 	}
 }
 
@@ -407,17 +493,24 @@ func TestExportDrainsLongAnswers(t *testing.T) {
 func TestExportDropsHugeBuffers(t *testing.T) {
 	c := newCollector(t)
 	e, _ := newTestExporter(t, Config{URL: c.srv.URL, Gzip: true})
-	stub := tracetest.SpanStub{Name: "big", Attributes: []attribute.KeyValue{
-		attribute.String("payload", strings.Repeat("x", maxKeptBuffer/4))}}
+	// Random letters (invalid UTF-8 would grow on the wire): gzip saves
+	// about 40 % of them, so both the plain (~10 MiB) and the gzip buffer
+	// (~6 MiB) are over the bound.
+	payload := make([]byte, maxKeptBuffer/2)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range payload {
+		payload[i] = 'a' + byte(rng.IntN(26))
+	}
+	stub := tracetest.SpanStub{Name: "big", Attributes: []attribute.KeyValue{attribute.String("payload", string(payload))}}
 	big := tracetest.SpanStubs{stub, stub, stub, stub, stub}.Snapshots() // > maxKeptBuffer encoded
 	if err := e.ExportSpans(context.Background(), big); err != nil {
 		t.Fatal(err)
 	}
-	if cap(e.buf) > maxKeptBuffer {
-		t.Fatalf("kept a %d-byte buffer", cap(e.buf))
+	if cap(e.buf) > maxKeptBuffer || e.zbuf.Cap() > maxKeptBuffer {
+		t.Fatalf("kept buffers of %d and %d bytes", cap(e.buf), e.zbuf.Cap())
 	}
-	if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); err != nil || cap(e.buf) == 0 {
-		t.Fatalf("a normal batch after it: %v, buffer %d", err, cap(e.buf))
+	if err := e.ExportSpans(context.Background(), gatewaySpans(testRes)); err != nil || cap(e.buf) == 0 || e.zbuf.Cap() == 0 {
+		t.Fatalf("a normal batch after it: %v, buffers %d and %d", err, cap(e.buf), e.zbuf.Cap())
 	}
 }
 
