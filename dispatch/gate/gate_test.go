@@ -409,6 +409,10 @@ func FuzzChatInspector(f *testing.F) {
 			f.Add(seq[i-1], seq[i], "", false)
 		}
 	}
+	// Heads just over the memo's bound, where the inspector stops
+	// remembering and parses in full.
+	long := `{"id":"` + strings.Repeat("x", maxMemo) + `","model":"m","choices":`
+	f.Add(chunk(long, `[{"index":0,"delta":{"content":"ab"}}]`), chunk(long, `[{"index":0,"delta":{"content":"cd"}}]`), "", false)
 	// The second frame also varies in its event name and in having data.
 	f.Fuzz(func(t *testing.T, a, b, event string, noData bool) {
 		fa := sse.Frame{Data: []byte(a), HasData: true}

@@ -416,3 +416,39 @@ func randomValue(rng *rand.Rand, depth int) attribute.Value {
 		return attribute.StringValue("")
 	}
 }
+
+// Why: span names and attribute values carry client-chosen bytes (a model
+// name, a path). Whatever they are, the bytes must decode to what the SDK
+// makes of the same span once invalid UTF-8 is replaced, as the encoder
+// does.
+func FuzzEncode(f *testing.F) {
+	f.Add("chat gpt-4o-mini", "gen_ai.request.model", "gpt-4o-mini", "", "scope", int64(12), []byte{1, 2})
+	f.Add("gpt\xff", "k\xc3", "v\xed\xa0\x80", "503 \x00", "", int64(-1), []byte(nil))
+	f.Add("", "", "", "", "s", int64(0), []byte{0xff})
+	f.Fuzz(func(t *testing.T, name, key, val, desc, scope string, n int64, raw []byte) {
+		stub := func(fix func(string) string) tracetest.SpanStub {
+			return tracetest.SpanStub{
+				Name: fix(name),
+				Attributes: []attribute.KeyValue{
+					attribute.String(fix(key), fix(val)),
+					attribute.Int64(fix(key)+".n", n),
+					attribute.StringSlice("s", []string{fix(val), fix(name)}),
+					attribute.String("b", string(raw)), // a string from raw bytes
+				},
+				Status:               sdktrace.Status{Code: codes.Error, Description: fix(desc)},
+				Events:               []sdktrace.Event{{Name: fix(val)}},
+				InstrumentationScope: instrumentation.Scope{Name: fix(scope)},
+			}
+		}
+		keep := func(s string) string { return s }
+		valid := func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+		raws, fixed := stub(keep), stub(valid)
+		fixed.Attributes[3] = attribute.String("b", valid(string(raw)))
+		var e Encoder
+		got := ourRequest(t, &e, []sdktrace.ReadOnlySpan{raws.Snapshot()})
+		want := sdkRequest(t, []sdktrace.ReadOnlySpan{fixed.Snapshot()})
+		if !proto.Equal(want, got) {
+			t.Fatalf("encodings differ\nSDK: %v\nours: %v", want, got)
+		}
+	})
+}
