@@ -110,7 +110,8 @@ models:
 	}))
 	defer collector.Close()
 	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--drain-timeout", "20s")
-	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL)
+	// Export batches every 20 ms, so a refusal happens while serving.
+	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL, "OTEL_BSP_SCHEDULE_DELAY=20")
 	logs := &testkit.SyncBuffer{} // written by exec's copy goroutine while the test reads
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -118,6 +119,17 @@ models:
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	waitReady(t, "http://"+adminAddr+"/readyz")
+
+	// A first request: its trace's export is refused while the gateway
+	// serves, which OpenTelemetry reports through its error handler.
+	first, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, first.Body)
+	first.Body.Close()
+	waitLog(t, logs, `"level":"ERROR","msg":"opentelemetry","error":"otlp export: 400 Bad Request`)
 
 	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
@@ -185,6 +197,18 @@ func binaryFixture(t *testing.T) (bin string, us *httptest.Server, addr, adminAd
 	us = httptest.NewServer(up)
 	t.Cleanup(func() { up.Close(); us.Close() })
 	return bin, us, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), filepath.Join(t.TempDir(), "hopgate.yaml")
+}
+
+// waitLog waits until the process has logged want.
+func waitLog(t *testing.T, logs *testkit.SyncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never logged %s:\n%s", want, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for time to pass
+	}
 }
 
 func waitReady(t *testing.T, url string) {
