@@ -421,7 +421,7 @@ func (c *call) upstreamError(hopCtx context.Context, span trace.Span, resp *http
 		}
 	}
 	if classify.RetryAfterStatus(resp.StatusCode) {
-		res.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.e.clock.Now())
+		res.retryAfter = retryafter.Parse(resp.Header.Get("Retry-After"), c.e.clock.Now(), maxRetryAfterHeader)
 		if res.retryAfter > 0 {
 			span.SetAttributes(attribute.Float64(telemetry.AttrRetryAfter, res.retryAfter.Seconds()))
 		}
@@ -520,15 +520,10 @@ const maxPresize = 4 << 20
 
 var errBodyTooLarge = errors.New("upstream body exceeds the limit")
 
-// maxRetryAfterHeader bounds what one header can ask for; the breaker caps
-// its hold-out lower still (breaker.MaxRetryAfter).
+// maxRetryAfterHeader bounds what one upstream Retry-After can ask for
+// (retryafter.Parse); the breaker caps its hold-out lower still
+// (breaker.MaxRetryAfter).
 const maxRetryAfterHeader = time.Hour
-
-// parseRetryAfter reads delay-seconds or an HTTP date (RFC 9110 §10.2.3),
-// bounded to [0, maxRetryAfterHeader] in both forms.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	return retryafter.Parse(v, now, maxRetryAfterHeader)
-}
 
 func statusOrNone(s int) int {
 	if s == 0 {

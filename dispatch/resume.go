@@ -19,6 +19,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/gate"
 	"github.com/hopgate/hopgate/dispatch/reqbody"
 	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/internal/retryafter"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -113,7 +114,7 @@ func (c *call) continueHop(m *config.Model, entry config.Entry, st *streamState,
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, DefaultMaxErrorBody))
 		res := hopResult{class: cl, status: resp.StatusCode, label: strconv.Itoa(resp.StatusCode)}
 		if classify.RetryAfterStatus(resp.StatusCode) {
-			res.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.e.clock.Now())
+			res.retryAfter = retryafter.Parse(resp.Header.Get("Retry-After"), c.e.clock.Now(), maxRetryAfterHeader)
 		}
 		return res, cl == classify.Final
 	}

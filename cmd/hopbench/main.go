@@ -281,7 +281,6 @@ func run(ctx context.Context, o options) (*results, error) {
 	// hold everything the measured requests exported.
 	w.gw.stop()
 	w.gw = nil
-	w.stopVariants()
 	time.Sleep(200 * time.Millisecond)
 	res.export.sink = w.sink.snapshot()
 	res.export.hopgateRequests = w.hgReqs
