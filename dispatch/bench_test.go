@@ -19,7 +19,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/hopgate/hopgate/dispatch"
-	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/internal/sse"
 )
 
 // ttfb posts body to url and returns the time to the first response byte

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/internal/sse"
 )
 
 // TestHeaderTimeoutPerModel: L4 fires after exactly the model's

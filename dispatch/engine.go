@@ -15,7 +15,7 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/dispatch/reqbody"
+	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/telemetry"
 )
 

@@ -20,8 +20,8 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/dispatch/gate"
-	"github.com/hopgate/hopgate/dispatch/reqbody"
+	"github.com/hopgate/hopgate/internal/gate"
+	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/internal/retryafter"
 	"github.com/hopgate/hopgate/internal/tlsfail"
 	"github.com/hopgate/hopgate/telemetry"

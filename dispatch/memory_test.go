@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/internal/sse"
 )
 
 // An open stream keeps no copy of a large prompt: neither the client body

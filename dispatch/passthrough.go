@@ -13,7 +13,7 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/dispatch/gate"
+	"github.com/hopgate/hopgate/internal/gate"
 	"github.com/hopgate/hopgate/telemetry"
 )
 

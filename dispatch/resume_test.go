@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/internal/sse"
 )
 
 // resumeChannels: a cut cheap channel "a" and a fallback "b" whose channel

@@ -16,8 +16,8 @@ import (
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/dispatch/gate"
-	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/internal/gate"
+	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/telemetry"
 )
 

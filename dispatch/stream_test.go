@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/telemetry"
 )
 

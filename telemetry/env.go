@@ -19,7 +19,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/hopgate/hopgate/telemetry/otlpwire"
+	"github.com/hopgate/hopgate/internal/otlpwire"
 )
 
 // Standard OpenTelemetry SDK environment variables read through

@@ -30,7 +30,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/hopgate/hopgate/telemetry/otlpwire"
+	"github.com/hopgate/hopgate/internal/otlpwire"
 )
 
 // writeCert makes a self-signed ECDSA certificate valid for 127.0.0.1 as

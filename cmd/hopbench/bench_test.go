@@ -90,16 +90,16 @@ func TestQuickRun(t *testing.T) {
 
 func TestParseBench(t *testing.T) {
 	out := `goos: linux
-pkg: github.com/hopgate/hopgate/dispatch/sse
+pkg: github.com/hopgate/hopgate/internal/sse
 BenchmarkReader-2   	  123456	      9876 ns/op	  12.34 MB/s	     16 B/op	       1 allocs/op
 pkg: github.com/hopgate/hopgate/dispatch/classify
 BenchmarkStatus-2   	1000000000	         0.5120 ns/op	       0 B/op	       0 allocs/op
 BenchmarkNoMem      	     100	        42 ns/op
-FAIL	github.com/hopgate/hopgate/dispatch/gate [build failed]
+FAIL	github.com/hopgate/hopgate/internal/gate [build failed]
 `
 	got, failed := parseBench(out)
 	want := []microBench{
-		{pkg: "dispatch/sse", name: "BenchmarkReader", nsPerOp: 9876, mbPerS: 12.34, bytesPerOp: 16, allocsPerOp: 1, hasMem: true},
+		{pkg: "internal/sse", name: "BenchmarkReader", nsPerOp: 9876, mbPerS: 12.34, bytesPerOp: 16, allocsPerOp: 1, hasMem: true},
 		{pkg: "dispatch/classify", name: "BenchmarkStatus", nsPerOp: 0.512, hasMem: true},
 		{pkg: "dispatch/classify", name: "BenchmarkNoMem", nsPerOp: 42},
 	}
@@ -112,7 +112,7 @@ FAIL	github.com/hopgate/hopgate/dispatch/gate [build failed]
 			t.Errorf("line %d: got %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if len(failed) != 1 || failed[0] != "dispatch/gate" {
+	if len(failed) != 1 || failed[0] != "internal/gate" {
 		t.Errorf("failed packages: %v", failed)
 	}
 }

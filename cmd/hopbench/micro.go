@@ -17,13 +17,13 @@ import (
 // breaker check, classification, request rewrite, the telemetry the
 // request path records, and the encoding of trace exports (SDK vs otlpwire).
 var microPackages = []string{
-	"./dispatch/sse", "./dispatch/gate", "./dispatch/breaker", "./dispatch/classify",
-	"./dispatch/reqbody", "./dispatch", "./telemetry", "./telemetry/otlpwire",
+	"./internal/sse", "./internal/gate", "./dispatch/breaker", "./dispatch/classify",
+	"./internal/reqbody", "./dispatch", "./telemetry", "./internal/otlpwire",
 }
 
 // microBench is one line of `go test -bench` output.
 type microBench struct {
-	pkg         string // short, e.g. dispatch/sse
+	pkg         string // short, e.g. internal/sse
 	name        string
 	nsPerOp     float64
 	mbPerS      float64 // 0 when not reported

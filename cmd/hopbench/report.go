@@ -347,7 +347,7 @@ func (r *results) renderThroughput(p printer) {
 	if slices.Contains(variants, "hopgate-"+tracingSDKExport) {
 		p("*%s*: every trace exported, as *hopgate*, but through the OpenTelemetry SDK's OTLP/HTTP", "hopgate-"+tracingSDKExport)
 		p("exporter (`otlptracehttp`, which builds protobuf structs per span and marshals them) instead of")
-		p("hopgate's own (`telemetry/otlpwire`, which writes the bytes straight from the spans).")
+		p("hopgate's own (`internal/otlpwire`, which writes the bytes straight from the spans).")
 	}
 	p("")
 	p("| workload | hopgate, 100 %% exported / proxy | %s / proxy | %s / proxy |", variants[0], strings.Join(variants[1:], " / proxy | "))

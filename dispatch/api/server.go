@@ -21,7 +21,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/dispatch/reqbody"
+	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/telemetry"
 )
 

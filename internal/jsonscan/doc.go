@@ -5,6 +5,6 @@
 // re-encoding a document.
 //
 // It owns JSON syntax only. It knows nothing about OpenAI fields, does no I/O
-// and keeps no state between calls. It lives under reqbody because reqbody and
-// gate are its only users; it can move to dispatch/internal/jsonscan unchanged.
+// and keeps no state between calls. It is internal: reqbody and gate are its
+// only users, and its API follows their needs, not an importer's.
 package jsonscan

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/internal/sse"
 )
 
 // The oracles below restate, with encoding/json, what InspectBody and

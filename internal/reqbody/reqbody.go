@@ -7,7 +7,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
-	"github.com/hopgate/hopgate/dispatch/reqbody/jsonscan"
+	"github.com/hopgate/hopgate/internal/jsonscan"
 )
 
 // Errors returned by Parse. Their messages are written for a client 400.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/internal/sse"
 )
 
 func data(s string) sse.Frame {

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
-	"github.com/hopgate/hopgate/dispatch/reqbody/jsonscan"
-	"github.com/hopgate/hopgate/dispatch/sse"
+	"github.com/hopgate/hopgate/internal/jsonscan"
+	"github.com/hopgate/hopgate/internal/sse"
 )
 
 // Kind is what a frame means to the stream gate.
