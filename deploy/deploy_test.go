@@ -772,7 +772,7 @@ func checkTailSampling(t *testing.T, ts map[string]any) {
 				matches := func(s string) bool {
 					return slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(s) })
 				}
-				failover = matches("a:open → b:503 → c:ok") && matches("a:503 → b:ok") && !matches("a:ok")
+				failover = matches("a:open -> b:503 -> c:ok") && matches("a:503 -> b:ok") && !matches("a:ok")
 			}
 		}
 	}

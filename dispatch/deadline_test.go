@@ -18,7 +18,7 @@ import (
 // TestHeaderTimeoutPerModel: L4 fires after exactly the model's
 // header_timeout when the model overrides it, else after the global one, for
 // streaming and non-streaming requests alike. Path
-// "a:header_timeout → b:ok", attempts 2.
+// "a:header_timeout -> b:ok", attempts 2.
 func TestHeaderTimeoutPerModel(t *testing.T) {
 	cfg := `
 region: test-1
@@ -56,7 +56,7 @@ models:
 				h.clock.Advance(time.Millisecond)
 				r := recv(t, done, "the reply")
 				h.wantArmed(tc.want, 30*time.Second) // (the default gate timeout of b's stream)
-				if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
+				if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
 					t.Fatalf("%d path %q attempts %s", r.status, r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"))
 				}
 				if !strings.Contains(r.body, "tok1 ") {
@@ -234,7 +234,7 @@ func TestChatProfile(t *testing.T) {
 		}
 	})
 	// No headers: the next channel after exactly 8s.
-	// Path "a:header_timeout → b:ok", attempts 2.
+	// Path "a:header_timeout -> b:ok", attempts 2.
 	t.Run("header_timeout_8s", func(t *testing.T) {
 		h := newHarness(t, twoChannels("m|no-headers", "m", profile), "a", "b")
 		done := h.async(chat(true))
@@ -248,12 +248,12 @@ func TestChatProfile(t *testing.T) {
 		h.clock.Advance(time.Millisecond)
 		r := recv(t, done, "the reply")
 		h.wantArmed(8*time.Second, 12*time.Second, 30*time.Second) // header (a, b), gate (b); deadline; b's idle
-		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
+		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
 			t.Fatalf("%d path %q", r.status, r.header.Get("X-Hopgate-Path"))
 		}
 	})
 	// Nothing decisive within 8s: fail over (per-hop SLO), not commit.
-	// Path "a:gate_timeout → b:ok", attempts 2.
+	// Path "a:gate_timeout -> b:ok", attempts 2.
 	t.Run("gate_8s_failover", func(t *testing.T) {
 		h := newHarness(t, twoChannels("m|slow-first-token=60s", "m", profile), "a", "b")
 		done := h.async(chat(true))
@@ -263,7 +263,7 @@ func TestChatProfile(t *testing.T) {
 		h.clock.Advance(time.Millisecond)
 		r := recv(t, done, "the reply")
 		h.wantArmed(8*time.Second, 12*time.Second, 30*time.Second) // header, gate; deadline; b's idle
-		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:gate_timeout → b:ok" {
+		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:gate_timeout -> b:ok" {
 			t.Fatalf("%d path %q", r.status, r.header.Get("X-Hopgate-Path"))
 		}
 		if got := streamText(r.body); got != upstream.Answer(upstream.DefaultTokens) {
@@ -293,7 +293,7 @@ func TestChatProfile(t *testing.T) {
 		h.wantArmed(30*time.Second, 8*time.Second, 12*time.Second) // idle; header and gate; deadline
 	})
 	// Both channels hang: a costs 8s (header timeout), b gets the 4s left;
-	// at 12s the degraded reply. Path "a:header_timeout → b:deadline".
+	// at 12s the degraded reply. Path "a:header_timeout -> b:deadline".
 	t.Run("deadline_12s", func(t *testing.T) {
 		h := newHarness(t, twoChannels("m|no-headers", "m|no-headers", profile), "a", "b")
 		done := h.async(chat(false))
@@ -307,7 +307,7 @@ func TestChatProfile(t *testing.T) {
 		if r.status != 503 || !strings.Contains(r.body, `"code":"engine_overloaded"`) || r.header.Get("Retry-After") != "12" {
 			t.Fatalf("%d %q: %s", r.status, r.header.Get("Retry-After"), r.body)
 		}
-		if p := r.header.Get("X-Hopgate-Path"); p != "a:header_timeout → b:deadline" || r.header.Get("X-Hopgate-Attempts") != "2" {
+		if p := r.header.Get("X-Hopgate-Path"); p != "a:header_timeout -> b:deadline" || r.header.Get("X-Hopgate-Attempts") != "2" {
 			t.Fatalf("path %q attempts %s", p, r.header.Get("X-Hopgate-Attempts"))
 		}
 	})
@@ -315,7 +315,7 @@ func TestChatProfile(t *testing.T) {
 
 // TestNonStreamBodyStall: a non-streaming 200 whose body stalls past
 // stream_idle_timeout (mid-body, or before the first byte) is a failed hop
-// and the next channel answers. Path "a:stream_idle_timeout → b:ok".
+// and the next channel answers. Path "a:stream_idle_timeout -> b:ok".
 func TestNonStreamBodyStall(t *testing.T) {
 	for _, fault := range []string{"m|stall=60s", "m|slow-first-token=60s"} {
 		t.Run(fault, func(t *testing.T) {
@@ -326,7 +326,7 @@ func TestNonStreamBodyStall(t *testing.T) {
 			h.waitTimers(1) // the body idle timer
 			h.clock.Advance(5 * time.Second)
 			r := recv(t, done, "the reply")
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:stream_idle_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
+			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:stream_idle_timeout -> b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
 				t.Fatalf("%d path %q: %s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
 			}
 			if !strings.Contains(r.body, upstream.Answer(upstream.DefaultTokens)) {
@@ -338,13 +338,13 @@ func TestNonStreamBodyStall(t *testing.T) {
 
 // TestStreamRequestErrorBodies: a stream request answered by a 200 JSON error
 // object or by a non-JSON body fails over like its non-streaming twin.
-// Paths "a:error_body → b:ok" and "a:bad_json → b:ok".
+// Paths "a:error_body -> b:ok" and "a:bad_json -> b:ok".
 func TestStreamRequestErrorBodies(t *testing.T) {
 	for fault, label := range map[string]string{"m|error-body": "error_body", "m|bad-json": "bad_json"} {
 		t.Run(fault, func(t *testing.T) {
 			h := newHarness(t, twoChannels(fault, "m", ""), "a", "b")
 			r := h.post(chat(true))
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:"+label+" → b:ok" {
+			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:"+label+" -> b:ok" {
 				t.Fatalf("%d path %q: %s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
 			}
 			if got := streamText(r.body); got != upstream.Answer(upstream.DefaultTokens) {

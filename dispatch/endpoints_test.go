@@ -257,7 +257,7 @@ func TestEndpointsFailOverOn503(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := h.mustCall(ec)
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:503 → b:ok" {
+			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:503 -> b:ok" {
 				t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
 			}
 			if r.body != taps["b"].last() {
@@ -310,7 +310,7 @@ func TestEndpointsHeaderTimeout(t *testing.T) {
 			h.waitTimers(1)
 			h.clock.Advance(10 * time.Second)
 			r := recv(t, done, "the reply")
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" || r.body != taps["b"].last() {
+			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" || r.body != taps["b"].last() {
 				t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
 			}
 		})
@@ -331,7 +331,7 @@ func TestStreamingEndpointsGate(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := h.mustCall(ec)
-				if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:stream_error → b:ok" || r.body != taps["b"].last() {
+				if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:stream_error -> b:ok" || r.body != taps["b"].last() {
 					t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
 				}
 			})
@@ -355,7 +355,7 @@ func TestSpeechFailures(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := h.mustCall(speech)
-			if r.status != 200 || !strings.HasPrefix(r.header.Get("X-Hopgate-Path"), "a:") || !strings.HasSuffix(r.header.Get("X-Hopgate-Path"), " → b:ok") || r.body != taps["b"].last() {
+			if r.status != 200 || !strings.HasPrefix(r.header.Get("X-Hopgate-Path"), "a:") || !strings.HasSuffix(r.header.Get("X-Hopgate-Path"), " -> b:ok") || r.body != taps["b"].last() {
 				t.Fatalf("status %d path %q", r.status, r.header.Get("X-Hopgate-Path"))
 			}
 		})
@@ -432,7 +432,7 @@ func TestSpeechFailures(t *testing.T) {
 			}),
 		}}, endpointConfig)
 		r, err := h.call(context.Background(), speech.path, speech.ct, speech.body("m"))
-		if err == nil || r.status != 200 || len(r.body) != 8192 || r.header.Get("X-Hopgate-Path") != "a:bad_json → b:ok" {
+		if err == nil || r.status != 200 || len(r.body) != 8192 || r.header.Get("X-Hopgate-Path") != "a:bad_json -> b:ok" {
 			t.Fatalf("status %d, %d bytes, path %q, err %v: want a broken transfer after the bytes received", r.status, len(r.body), r.header.Get("X-Hopgate-Path"), err)
 		}
 	})

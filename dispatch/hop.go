@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -433,7 +434,7 @@ func (c *call) upstreamError(hopCtx context.Context, span trace.Span, resp *http
 	code := gate.ErrorCode(body)
 	res.contextLength = code == "context_length_exceeded"
 	h := http.Header{}
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
+	if ct := headerContentType(resp.Header); ct != "" {
 		h.Set("Content-Type", ct)
 	}
 	res.final = &upstreamReply{status: resp.StatusCode, header: h, body: body}
@@ -636,4 +637,34 @@ func prefixLen(o reqbody.Options) int {
 		return 0
 	}
 	return len(*o.AssistantPrefix) + 64
+}
+
+// headerContentType is the upstream's Content-Type as hopgate passes it
+// on: unchanged when it is printable ASCII (nearly always), else re-encoded
+// with RFC 2231 parameters, or cut to its media type: header values are
+// ASCII (RFC 9110 §5.5), and a fetch client decodes other bytes as Latin-1.
+func headerContentType(h http.Header) string {
+	ct := h.Get("Content-Type")
+	if asciiHeaderValue(ct) {
+		return ct
+	}
+	if mt, params, err := mime.ParseMediaType(ct); err == nil {
+		if s := mime.FormatMediaType(mt, params); s != "" && asciiHeaderValue(s) {
+			return s
+		}
+	}
+	if mt := mediaType(ct); asciiHeaderValue(mt) {
+		return mt
+	}
+	return ""
+}
+
+// asciiHeaderValue reports whether every byte of v is printable ASCII or a tab.
+func asciiHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 || c > 0x7e) && c != '\t' {
+			return false
+		}
+	}
+	return true
 }

@@ -51,7 +51,7 @@ func (c *call) passthrough(hopCtx context.Context, span trace.Span, cancelHop co
 	}
 	c.dropBody()
 	h := c.w.Header()
-	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	h.Set("Content-Type", headerContentType(resp.Header))
 	if resp.ContentLength >= 0 {
 		// The client can tell a cut body from a complete one by its length
 		// too, not only by the broken connection.

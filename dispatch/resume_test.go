@@ -71,17 +71,17 @@ func TestMidStreamCut(t *testing.T) {
 		{name: "policy_error", upA: cut, upB: "m|tokens=60", prefill: true, path: "a:cut"},
 		// Prefill: b continues the delivered text as an assistant prefix.
 		{name: "prefill", upA: cut, upB: "m|tokens=60", prefill: true, policy: resume, complete: true,
-			path: "a:cut → b:prefill_ok", bAsked: 1},
+			path: "a:cut -> b:prefill_ok", bAsked: 1},
 		// b refuses prefill (400): replay on b instead; the 400 never shows.
 		{name: "prefill_rejected_replay", upA: cut, upB: "m|tokens=60|reject-prefill", prefill: true, policy: resume,
-			complete: true, path: "a:cut → b:prefill_400 → b:replay_ok", bAsked: 2},
+			complete: true, path: "a:cut -> b:prefill_400 -> b:replay_ok", bAsked: 2},
 		// No prefill capability: replay, forward only what follows the prefix.
 		{name: "replay", upA: cut, upB: "m|tokens=60", policy: resume, complete: true,
-			path: "a:cut → b:replay_ok", bAsked: 1},
+			path: "a:cut -> b:replay_ok", bAsked: 1},
 		// The replay ends before reaching the delivered text: divergence,
 		// the original cut is reported, nothing of b reaches the client.
 		{name: "replay_diverges", upA: cut, upB: "m|tokens=30", policy: resume,
-			path: "a:cut → b:replay_diverged", bAsked: 1},
+			path: "a:cut -> b:replay_diverged", bAsked: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h *harness
@@ -166,7 +166,7 @@ func TestNoResumeAfterToolCalls(t *testing.T) {
 
 // TestStallResumedByReplay: a stream interrupted by stream_idle_timeout under
 // mid_stream: resume is completed by a verified replay (a stall is a cut like
-// any other). Failover log path "a:cut → b:replay_ok".
+// any other). Failover log path "a:cut -> b:replay_ok".
 func TestStallResumedByReplay(t *testing.T) {
 	h := newHarness(t, resumeChannels("m|tokens=10|stall=60s", "m|tokens=10", false,
 		"    policy: {mid_stream: resume, stream_idle_timeout: 5s}\n"), "a", "b")
@@ -191,7 +191,7 @@ func TestStallResumedByReplay(t *testing.T) {
 	if !strings.HasSuffix(body, "data: [DONE]\n\n") {
 		t.Fatalf("no [DONE]: %q", body)
 	}
-	if path, outcome := h.failoverPath(); path != "a:cut → b:replay_ok" || outcome != "failover_ok" {
+	if path, outcome := h.failoverPath(); path != "a:cut -> b:replay_ok" || outcome != "failover_ok" {
 		t.Fatalf("path %q outcome %q", path, outcome)
 	}
 }

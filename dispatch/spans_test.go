@@ -343,7 +343,7 @@ func TestSpanTreeBreakerSkip(t *testing.T) {
 		h.post(chat(false)) // three failures open a at 12:00:00 for 60 s
 	}
 	r := h.post(chat(true))
-	path := "a:open → b:ok"
+	path := "a:open -> b:ok"
 	h.checkTrace(r, path,
 		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
 			dispatchSpan(path, telemetry.OutcomeFailoverOK, 1, true,
@@ -356,7 +356,7 @@ func TestSpanTreeBreakerSkip(t *testing.T) {
 func TestSpanTree503ThenSuccess(t *testing.T) {
 	h := newHarness(t, twoChannels("m|503", "m", ""), "a", "b")
 	r := h.post(chat(true))
-	path := "a:503 → b:ok"
+	path := "a:503 -> b:ok"
 	h.checkTrace(r, path,
 		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
 			dispatchSpan(path, telemetry.OutcomeFailoverOK, 2, true,
@@ -376,7 +376,7 @@ func TestSpanTreeHeaderTimeout(t *testing.T) {
 	h.waitTimers(1)
 	h.clock.Advance(10 * time.Second)
 	r := recv(t, done, "the reply")
-	path := "a:header_timeout → b:ok"
+	path := "a:header_timeout -> b:ok"
 	h.checkTrace(r, path,
 		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
 			dispatchSpan(path, telemetry.OutcomeFailoverOK, 2, true,
@@ -391,7 +391,7 @@ func TestSpanTreeHeaderTimeout(t *testing.T) {
 func TestSpanTreeGateDiscard(t *testing.T) {
 	h := newHarness(t, twoChannels("m|stream-error", "m", ""), "a", "b")
 	r := h.post(chat(true))
-	path := "a:stream_error → b:ok"
+	path := "a:stream_error -> b:ok"
 	h.checkTrace(r, path,
 		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
 			dispatchSpan(path, telemetry.OutcomeFailoverOK, 2, true,

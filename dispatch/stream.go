@@ -413,7 +413,7 @@ func (c *call) commitStream(resp *http.Response, held [][]byte, decisive frameIt
 		return false
 	}
 	h := c.w.Header()
-	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	h.Set("Content-Type", headerContentType(resp.Header))
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer
 	c.setHeadersCommitted(h, "ok")
@@ -495,7 +495,7 @@ func (c *call) interrupt(ctx context.Context, span trace.Span, m *config.Model, 
 		attribute.String(telemetry.AttrErrorType, telemetry.ErrTypeStreamInterrupted),
 	)
 	// The cut goes on the path now, before the steps of any resume hop,
-	// so the path reads in the order things happened: "a:cut → b:prefill_ok".
+	// so the path reads in the order things happened: "a:cut -> b:prefill_ok".
 	c.steps = append(c.steps, telemetry.Step{Channel: ch.ID, Result: "cut"})
 	if m.Policy.MidStream == config.MidStreamResume && !st.toolCalls {
 		if c.resume(ctx, m, entry, st, why) {
@@ -584,7 +584,7 @@ func (c *call) buffered(hopCtx context.Context, span trace.Span, cancelHop conte
 	}
 	h := c.w.Header()
 	vals := make([]string, 2) // one allocation for both values
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
+	if ct := headerContentType(resp.Header); ct != "" {
 		vals[0] = ct
 		h["Content-Type"] = vals[0:1:1]
 	}

@@ -93,7 +93,7 @@ func (h *harness) lastSent(channel string) []byte {
 // before any content fails over before commit; the client stream is byte for
 // byte what the next channel alone produces, with the usage chunk only for a
 // client that asked for it (the gateway asks upstreams for usage itself).
-// Path "a:stream_error → b:ok", attempts 2.
+// Path "a:stream_error -> b:ok", attempts 2.
 func TestStreamErrorAfter200IsInvisible(t *testing.T) {
 	for _, fault := range []string{"stream-error", "stream-error-event"} {
 		for _, askUsage := range []bool{false, true} {
@@ -107,7 +107,7 @@ func TestStreamErrorAfter200IsInvisible(t *testing.T) {
 				if r.status != 200 {
 					t.Fatalf("status %d: %s", r.status, r.body)
 				}
-				if p, a := r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"); p != "a:stream_error → b:ok" || a != "2" {
+				if p, a := r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"); p != "a:stream_error -> b:ok" || a != "2" {
 					t.Fatalf("path %q attempts %s", p, a)
 				}
 				// The gateway always asks b for usage; replaying exactly what it
@@ -243,7 +243,7 @@ func readTokens(t *testing.T, rd *sse.Reader, n int) {
 // committed after stream_gate.timeout with on_timeout commit (headers reach
 // the client, path "a:ok", attempts 1, then the whole answer once the tokens
 // come), and failed over with on_timeout failover (path
-// "a:gate_timeout → b:ok", attempts 2, nothing of a's stream delivered).
+// "a:gate_timeout -> b:ok", attempts 2, nothing of a's stream delivered).
 func TestGateTimeout(t *testing.T) {
 	t.Run("commit", func(t *testing.T) {
 		h := newHarness(t, twoChannels("m|slow-first-token=60s", "m",
@@ -306,7 +306,7 @@ func TestGateTimeout(t *testing.T) {
 		h.waitInGate(1, 1)
 		h.clock.Advance(5 * time.Second)
 		r := recv(t, done, "the reply")
-		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:gate_timeout → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
+		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:gate_timeout -> b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
 			t.Fatalf("failover on timeout: %d path %q attempts %s", r.status, r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"))
 		}
 		ref := frames(t, reference(t, "b", h.lastSent("b")))
@@ -399,11 +399,11 @@ func TestStreamRepairs(t *testing.T) {
 
 // TestEndlessFrameIsBounded: a data line that never ends is cut at MaxFrame
 // and classified as a failed hop before commit; the next channel answers.
-// Path "a:frame_too_large → b:ok", attempts 2.
+// Path "a:frame_too_large -> b:ok", attempts 2.
 func TestEndlessFrameIsBounded(t *testing.T) {
 	h := newHarnessWith(t, harnessOptions{maxFrame: 64 << 10}, twoChannels("m|endless-frame", "m", ""), "a", "b")
 	r := h.post(chat(true))
-	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:frame_too_large → b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
+	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:frame_too_large -> b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
 		t.Fatalf("%d path %q attempts %s", r.status, r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"))
 	}
 	if got := streamText(r.body); got != upstream.Answer(upstream.DefaultTokens) {

@@ -35,7 +35,7 @@ func TestPersistent503(t *testing.T) {
 		t.Fatalf("failing channel saw %d attempts, want exactly 3 before opening", got)
 	}
 	r := h.post(chat(false))
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:open → b:ok" {
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" {
 		t.Fatalf("path while open = %q", p)
 	}
 	if r.header.Get("X-Hopgate-Attempts") != "1" {
@@ -146,11 +146,11 @@ func TestRetryableFailuresMoveOn(t *testing.T) {
 func TestRetryAfterKeepsChannelOut(t *testing.T) {
 	h := newHarness(t, twoChannels("m|429:ra=7-once", "m", ""), "a", "b")
 	r := h.post(chat(false))
-	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:429 → b:ok" {
+	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:429 -> b:ok" {
 		t.Fatalf("first: %d %q", r.status, r.header.Get("X-Hopgate-Path"))
 	}
 	r = h.post(chat(false))
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:open → b:ok" {
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" {
 		t.Fatalf("within Retry-After: path %q, want a skipped", p)
 	}
 	h.clock.Advance(7 * time.Second)
@@ -168,7 +168,7 @@ func TestExhaustion(t *testing.T) {
 	if r.status != 502 || !strings.Contains(r.body, `"all_channels_failed"`) {
 		t.Fatalf("mixed failures: %d %s", r.status, r.body)
 	}
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:503 → b:500" {
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:503 -> b:500" {
 		t.Fatalf("path %q", p)
 	}
 	h2 := newHarness(t, twoChannels("m|429", "m|429", ""), "a", "b")
@@ -206,7 +206,7 @@ func TestFullyOpenChainStillTries(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("fully open chain: %d %s", r.status, r.body)
 	}
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:open → b:open → a:forced → a:ok" {
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:open -> b:open -> a:forced -> a:ok" {
 		t.Fatalf("path %q", p)
 	}
 }
@@ -287,7 +287,7 @@ func TestHeaderTimeoutFailsOver(t *testing.T) {
 	}
 	h.clock.Advance(time.Second)
 	r := recv(t, done, "the reply")
-	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout → b:ok" {
+	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" {
 		t.Fatalf("status %d path %q", r.status, r.header.Get("X-Hopgate-Path"))
 	}
 	if got := streamText(r.body); got != upstream.Answer(upstream.DefaultTokens) {
@@ -323,7 +323,7 @@ models:
 		}
 	}
 	r := h.post(chat(false))
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:open → b:ok" || r.header.Get("X-Hopgate-Attempts") != "1" {
+	if p := r.header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" || r.header.Get("X-Hopgate-Attempts") != "1" {
 		t.Fatalf("path %q attempts %s: an open channel must get nothing while a fallback answers", p, r.header.Get("X-Hopgate-Attempts"))
 	}
 	if r.header.Get("X-Hopgate-Model") != "m2" || !strings.Contains(r.body, `"model":"m2"`) {

@@ -50,7 +50,7 @@ func TestFailoverLogRing(t *testing.T) {
 // allocate, and concurrent Add/List must be race-free.
 func TestFailoverLogNoAllocConcurrent(t *testing.T) {
 	l := NewFailoverLog(16)
-	e := FailoverEntry{Model: "m", Path: "a:503 → b:ok"}
+	e := FailoverEntry{Model: "m", Path: "a:503 -> b:ok"}
 	if n := testing.AllocsPerRun(100, func() { l.Add(e) }); n != 0 {
 		t.Fatalf("Add allocates %v times", n)
 	}
@@ -105,7 +105,7 @@ func TestFormatPath(t *testing.T) {
 	}{
 		{"no steps: empty attribute, not a dangling arrow", nil, ""},
 		{"single hop has no arrow (healthy per Interesting)", []Step{{"a", "ok"}}, "a:ok"},
-		{"the DESIGN.md example", []Step{{"a", "open"}, {"b", "503"}, {"c", "ok"}}, "a:open → b:503 → c:ok"},
+		{"the DESIGN.md example", []Step{{"a", "open"}, {"b", "503"}, {"c", "ok"}}, "a:open -> b:503 -> c:ok"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := FormatPath(tc.steps); got != tc.want {

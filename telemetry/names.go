@@ -176,4 +176,4 @@ const (
 )
 
 // PathArrow separates the steps of hopgate.failover.path.
-const PathArrow = " → "
+const PathArrow = " -> "

@@ -71,7 +71,7 @@ func TestContractNames(t *testing.T) {
 		// Matched by deploy/compose/otel-collector.yaml and the dashboards.
 		AttrTimedOut:         "hopgate.timed_out",
 		OutcomeOK:            "ok",
-		PathArrow:            " → ",
+		PathArrow:            " -> ",
 		ErrTypeHeaderTimeout: "header_timeout",
 	} {
 		if got != want {

@@ -8,7 +8,7 @@ import "strings"
 type Step struct{ Channel, Result string }
 
 // FormatPath renders steps as hopgate.failover.path reads:
-// "a:open → b:503 → c:ok". One allocation: the size is computed first.
+// "a:open -> b:503 -> c:ok". One allocation: the size is computed first.
 func FormatPath(steps []Step) string {
 	if len(steps) == 0 {
 		return ""

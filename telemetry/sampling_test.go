@@ -55,7 +55,7 @@ func (h *harness) request(ctx context.Context, rootAttrs []attribute.KeyValue, h
 
 var (
 	healthyAttrs  = []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeOK), attribute.String(AttrFailoverPath, "a:ok")}
-	failoverAttrs = []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeFailoverOK), attribute.String(AttrFailoverPath, "a:503 → b:ok")}
+	failoverAttrs = []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeFailoverOK), attribute.String(AttrFailoverPath, "a:503 -> b:ok")}
 )
 
 func TestFailoverProcessorDecisions(t *testing.T) {
@@ -259,7 +259,7 @@ func TestInteresting(t *testing.T) {
 		{"outcome degraded", codes.Unset, []attribute.KeyValue{attribute.String(AttrOutcome, OutcomeDegraded)}, false, true},
 		{"gate committed on its timeout", codes.Unset, append([]attribute.KeyValue{attribute.Bool(AttrTimedOut, true)}, healthyAttrs...), false, true},
 		{"multi-step path, outcome ok", codes.Unset, []attribute.KeyValue{
-			attribute.String(AttrOutcome, OutcomeOK), attribute.String(AttrFailoverPath, "a:open → b:ok")}, false, true},
+			attribute.String(AttrOutcome, OutcomeOK), attribute.String(AttrFailoverPath, "a:open -> b:ok")}, false, true},
 		{"single step path", codes.Unset, []attribute.KeyValue{attribute.String(AttrFailoverPath, "a:ok")}, false, false},
 		{"no attributes", codes.Ok, nil, false, false},
 	} {

@@ -71,14 +71,14 @@ func demoScript() []demoStep {
 	return []demoStep{
 		{title: "healthy: non-streaming answer from the cheapest channel", want: "cheap-eu:ok"},
 		{title: "healthy: streamed answer from the cheapest channel", stream: true, want: "cheap-eu:ok"},
-		{title: "incident: cheap-eu starts returning 503 — failover to mid-us", before: set("cheap-eu", "503"), want: "cheap-eu:503 → mid-us:ok"},
-		{title: "cheap-eu fails again (2/3)", stream: true, want: "cheap-eu:503 → mid-us:ok"},
-		{title: "cheap-eu fails a third time: its breaker opens", want: "cheap-eu:503 → mid-us:ok"},
-		{title: "L1: cheap-eu is skipped before anything is sent", stream: true, want: "cheap-eu:open → mid-us:ok"},
+		{title: "incident: cheap-eu starts returning 503 — failover to mid-us", before: set("cheap-eu", "503"), want: "cheap-eu:503 -> mid-us:ok"},
+		{title: "cheap-eu fails again (2/3)", stream: true, want: "cheap-eu:503 -> mid-us:ok"},
+		{title: "cheap-eu fails a third time: its breaker opens", want: "cheap-eu:503 -> mid-us:ok"},
+		{title: "L1: cheap-eu is skipped before anything is sent", stream: true, want: "cheap-eu:open -> mid-us:ok"},
 		{title: "mid-us answers 200 then puts an error in the stream: the gate discards it", before: set("mid-us", "stream-error"), stream: true,
-			want: "cheap-eu:open → mid-us:stream_error → premium-eu:ok"},
+			want: "cheap-eu:open -> mid-us:stream_error -> premium-eu:ok"},
 		{title: "mid-us never sends headers: the 2 s header timeout fires", before: set("mid-us", "no-headers"), stream: true,
-			want: "cheap-eu:open → mid-us:header_timeout → premium-eu:ok"},
+			want: "cheap-eu:open -> mid-us:header_timeout -> premium-eu:ok"},
 		{title: "recovery: faults cleared; after the 4 s cooldown one trial closes cheap-eu's breaker",
 			before: func(u map[string]*upstream.Server) error {
 				if err := u["cheap-eu"].SetFault("gpt-4o-mini", ""); err != nil {

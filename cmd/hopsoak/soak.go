@@ -473,7 +473,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		rep.Outcomes[r.outcome]++
 		sure[r.outcome]++
-		if strings.Count(r.path, "→") > 0 {
+		if strings.Count(r.path, telemetry.PathArrow) > 0 {
 			rep.Failovers++
 		}
 		// The trace: root span path equals what the client was told.
@@ -507,7 +507,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.violate("admin", "failovers: %v", err)
 	} else {
 		for _, r := range results {
-			if r.left || r.outcome == "" || (!strings.Contains(r.path, "→") && r.outcome == "ok") {
+			if r.left || r.outcome == "" || (!strings.Contains(r.path, telemetry.PathArrow) && r.outcome == "ok") {
 				continue
 			}
 			p, ok := entries[r.id]
@@ -674,7 +674,7 @@ func doRequest(c *http.Client, url, model string, stream, slow, leave bool, dead
 	if len(r.id) != 32 {
 		r.err = fmt.Sprintf("status %d without a trace id in X-Request-Id (%q)", r.status, r.id)
 	}
-	steps := strings.Count(r.path, "→") + 1
+	steps := strings.Count(r.path, telemetry.PathArrow) + 1
 	okOutcome := "ok"
 	if steps > 1 {
 		okOutcome = "failover_ok"

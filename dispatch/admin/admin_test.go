@@ -80,12 +80,12 @@ func TestProbes(t *testing.T) {
 // failover paths, without credentials or upstream secrets.
 func TestViews(t *testing.T) {
 	_, srv, tel, _ := newAdmin(t, "")
-	tel.Failovers.Add(telemetry.FailoverEntry{Time: time.Unix(0, 0), Model: "m", Path: "a:503 → b:ok",
+	tel.Failovers.Add(telemetry.FailoverEntry{Time: time.Unix(0, 0), Model: "m", Path: "a:503 -> b:ok",
 		Outcome: "failover_ok", Status: 200, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Attempts: 2})
 
 	code, body := get(t, srv.URL+"/admin/failovers", "")
 	var fo []map[string]any
-	if code != 200 || json.Unmarshal([]byte(body), &fo) != nil || len(fo) != 1 || fo[0]["path"] != "a:503 → b:ok" {
+	if code != 200 || json.Unmarshal([]byte(body), &fo) != nil || len(fo) != 1 || fo[0]["path"] != "a:503 -> b:ok" {
 		t.Fatalf("failovers %d %s", code, body)
 	}
 	code, body = get(t, srv.URL+"/admin/breakers", "")
@@ -103,7 +103,7 @@ func TestViews(t *testing.T) {
 		t.Fatalf("chain order %v", chain)
 	}
 	code, body = get(t, srv.URL+"/admin", "")
-	for _, want := range []string{"a:503 → b:ok", "4bf92f3577b34da6a3ce929d0e0e4736", `class="closed"`, "eu-west-1"} {
+	for _, want := range []string{"a:503 -> b:ok", "4bf92f3577b34da6a3ce929d0e0e4736", `class="closed"`, "eu-west-1"} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("admin page lacks %q (%d):\n%s", want, code, body)
 		}

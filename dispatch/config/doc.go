@@ -101,7 +101,7 @@
 // channels[]:
 //
 //	id            string        required, unique; letters, digits, '.', '_', '-' (it appears in
-//	                            metric labels and in the failover path "a:open → b:503")
+//	                            metric labels and in the failover path "a:open -> b:503")
 //	provider      openai        default openai (an OpenAI-compatible HTTP API)
 //	base_url      URL           required; absolute http(s), no query, fragment or user:password@;
 //	                            a trailing slash is trimmed

@@ -220,7 +220,7 @@ func (p *parser) resolveChannels(c *Config, f *rawFile, globalProfile string) {
 		ctx := fmt.Sprintf("channel %q", rc.id.v)
 		if !channelIDRE.MatchString(rc.id.v) {
 			// Ids appear in metric labels and in the failover path
-			// "a:open → b:503", so keep them to a safe alphabet.
+			// "a:open -> b:503", so keep them to a safe alphabet.
 			p.errorf(rc.id.node, "id of %s may only contain letters, digits, '.', '_' and '-' (starting with a letter or digit)", ctx)
 		}
 		if prev, dup := c.channels[rc.id.v]; dup {
@@ -276,6 +276,9 @@ func (p *parser) resolveModels(c *Config, f *rawFile, base Policy) {
 			continue
 		}
 		ctx := fmt.Sprintf("model %q", rm.name.v)
+		if !modelNameRE.MatchString(rm.name.v) {
+			p.errorf(rm.name.node, "name of %s may only contain printable ASCII without spaces: it is sent in the X-Hopgate-Model header", ctx)
+		}
 		if prev, dup := c.models[rm.name.v]; dup {
 			p.errorf(rm.name.node, "duplicate model name %q (first at line %d)", rm.name.v, prev.Line)
 			continue

@@ -40,6 +40,9 @@ func joinOps() string { return strings.Join(operations, ", ") }
 var (
 	envNameRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	channelIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	// modelNameRE: a model name travels in the X-Hopgate-Model header, whose
+	// value must be ASCII (RFC 9110 §5.5); model ids of every provider are.
+	modelNameRE = regexp.MustCompile(`^[\x21-\x7e]+$`)
 )
 
 // hostPort reads a listen address: host:port with a numeric port (the host

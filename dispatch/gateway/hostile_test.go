@@ -358,7 +358,7 @@ func TestRedirectIsNeverFollowed(t *testing.T) {
 		r := relStart(t, relTwo("m", ""), gateway.Options{}, nil, map[string]string{"a": redir.URL + "/v1"}, "b")
 		for _, body := range []string{relChat, relChatStream} {
 			resp, out := r.post(body, nil)
-			if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != fmt.Sprintf("a:%d → b:ok", code) {
+			if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != fmt.Sprintf("a:%d -> b:ok", code) {
 				t.Fatalf("%d: status %d path %q %s", code, resp.StatusCode, resp.Header.Get("X-Hopgate-Path"), out)
 			}
 		}

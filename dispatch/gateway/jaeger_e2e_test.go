@@ -280,7 +280,7 @@ models:
 		}
 	}
 	resp, body := send("m", true)
-	const path = "a:open → b:stream_error → c:ok"
+	const path = "a:open -> b:stream_error -> c:ok"
 	if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != path {
 		t.Fatalf("status %d path %q: %s", resp.StatusCode, resp.Header.Get("X-Hopgate-Path"), body)
 	}

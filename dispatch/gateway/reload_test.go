@@ -76,7 +76,7 @@ func TestReloadKeepsBreakerState(t *testing.T) {
 		t.Fatal("Reload did not install the new config")
 	}
 	resp, _ := r.post(relChat, nil)
-	if p := resp.Header.Get("X-Hopgate-Path"); p != "a:open → b:ok" {
+	if p := resp.Header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" {
 		t.Fatalf("path after reload %q: the open breaker was forgotten", p)
 	}
 	if resp, out := r.post(`{"model":"m2","messages":[]}`, nil); resp.StatusCode != 200 {

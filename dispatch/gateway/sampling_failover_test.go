@@ -54,11 +54,11 @@ models:
 		{"healthy", false, "a:ok", 0},
 		{"healthy", true, "a:ok", 0},
 		// server, dispatch, 2 hops, 2 await headers, 1 gate.
-		{"failover", true, "flaky:503 → b:ok", 7},
-		{"failover", false, "flaky:503 → b:ok", 6},
-		{"failover", false, "flaky:503 → b:ok", 6}, // third failure opens flaky
+		{"failover", true, "flaky:503 -> b:ok", 7},
+		{"failover", false, "flaky:503 -> b:ok", 6},
+		{"failover", false, "flaky:503 -> b:ok", 6}, // third failure opens flaky
 		// server, dispatch, breaker skip, hop, await headers.
-		{"failover", false, "flaky:open → b:ok", 5},
+		{"failover", false, "flaky:open -> b:ok", 5},
 		// server, dispatch, hop, await headers: a final error is an error.
 		{"final", false, "a:400", 4},
 	} {

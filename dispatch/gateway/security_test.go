@@ -264,7 +264,7 @@ func TestUpstreamTLSIsVerified(t *testing.T) {
 	r := relStart(t, relTwo("m", ""), gateway.Options{}, nil, map[string]string{"a": bad.URL + "/v1"}, "b")
 	for _, body := range []string{relChat, relChatStream} {
 		resp, out := r.post(body, nil)
-		if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != "a:tls → b:ok" {
+		if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != "a:tls -> b:ok" {
 			t.Fatalf("status %d path %q %s", resp.StatusCode, resp.Header.Get("X-Hopgate-Path"), out)
 		}
 	}

@@ -123,7 +123,7 @@ func traceSpans(res *resource.Resource, failover bool) []sdktrace.ReadOnlySpan {
 	httpScope := instrumentation.Scope{Name: "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp", Version: "0.72.0"}
 	path, hops := "c:ok", 1
 	if failover {
-		path, hops = "a:open → b:503 → c:ok", 2
+		path, hops = "a:open -> b:503 -> c:ok", 2
 	}
 	span := func(id, parent byte, name string, kind trace.SpanKind, from, to int, attrs ...attribute.KeyValue) tracetest.SpanStub {
 		st := tracetest.SpanStub{Name: name, SpanContext: sc(id), SpanKind: kind, StartTime: at(from), EndTime: at(to),
