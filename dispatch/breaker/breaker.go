@@ -64,7 +64,8 @@ type Breaker struct {
 
 	// Half-open bookkeeping, reset by setState.
 	halfOpenSince  time.Time
-	trialInFlight  uint64 // id of the trial holding the slot, 0: free
+	trialInFlight  uint64    // id of the trial holding the slot, 0: free
+	trialSince     time.Time // when that trial took the slot
 	lastTrialID    uint64
 	trialSuccesses int // rate: successful trials in this half-open period
 
@@ -113,9 +114,18 @@ func (b *Breaker) Allow() (Ticket, bool) {
 	case Closed:
 		t, ok = Ticket{gen: b.gen}, true
 	case HalfOpen:
+		now := b.clock.Now()
+		if b.trialInFlight != 0 && now.Sub(b.trialSince) >= b.policy.TrialTimeout {
+			// A trial that never reported (a leaked ticket, a request
+			// stuck far beyond any timeout) must not hold the slot
+			// forever; its late Done no longer holds the slot and is
+			// ignored.
+			b.trialInFlight = 0
+		}
 		if b.trialInFlight == 0 {
 			b.lastTrialID++
 			b.trialInFlight = b.lastTrialID
+			b.trialSince = now
 			t, ok = Ticket{gen: b.gen, trial: b.trialInFlight}, true
 		}
 	}
@@ -415,12 +425,17 @@ func (b *Breaker) deliver(t Transition) {
 	ok = true
 }
 
-// second is now's bucket number: whole seconds since the breaker's epoch,
-// rounded down.
+// second is now's bucket number: whole bucket widths (one second unless
+// the window is long, see maxBuckets) since the breaker's epoch, rounded
+// down.
 func (b *Breaker) second(now time.Time) int64 {
 	d := now.Sub(b.epoch)
-	s := int64(d / bucketWidth)
-	if d < 0 && d%bucketWidth != 0 {
+	w := b.rate.width
+	if w <= 0 {
+		w = minBucketWidth
+	}
+	s := int64(d / w)
+	if d < 0 && d%w != 0 {
 		s--
 	}
 	return s

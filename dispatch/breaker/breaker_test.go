@@ -153,6 +153,59 @@ func TestDuplicateTrialDone(t *testing.T) {
 	}
 }
 
+// A half-open trial whose ticket never comes back (a leaked ticket, a
+// request stuck past every timeout) must not hold the trial slot forever:
+// after TrialTimeout the next request gets the slot, and the abandoned
+// ticket's late Done decides nothing.
+func TestTrialSlotTimeout(t *testing.T) {
+	for _, mode := range []Mode{CountMode, RateMode} {
+		h := newHarness(t, Policy{Mode: mode, TrialTimeout: 2 * time.Minute})
+		h.run("R1s +1s half-open")
+		lost, ok := h.b.Allow()
+		if !ok {
+			t.Fatalf("%v: no trial in half-open", mode)
+		}
+		h.clk.Advance(2*time.Minute - time.Nanosecond)
+		if _, ok := h.b.Allow(); ok {
+			t.Fatalf("%v: slot freed before TrialTimeout", mode)
+		}
+		h.clk.Advance(time.Nanosecond)
+		next, ok := h.b.Allow()
+		if !ok {
+			t.Fatalf("%v: slot still held after TrialTimeout", mode)
+		}
+		h.b.Done(lost, Failure)
+		if h.b.State() != HalfOpen {
+			t.Fatalf("%v: the abandoned trial's late failure decided the state: %v", mode, h.b.State())
+		}
+		h.b.Done(next, Success)
+		if mode == CountMode && h.b.State() != Closed {
+			t.Fatalf("%v: the live trial's success did not close: %v", mode, h.b.State())
+		}
+	}
+}
+
+// The rate ring's size is bounded whatever the window: a library user may
+// pass a day; the breaker keeps at most maxBuckets buckets and still
+// counts the whole window.
+func TestRateRingBounded(t *testing.T) {
+	for _, w := range []time.Duration{time.Second, time.Minute, 10 * time.Minute, time.Hour, 24 * time.Hour} {
+		r := newRateRing(w)
+		if len(r.buckets) > maxBuckets {
+			t.Errorf("window %v: %d buckets", w, len(r.buckets))
+		}
+		if got := time.Duration(len(r.buckets)) * r.width; got < w || got >= w+r.width {
+			t.Errorf("window %v: %d buckets of %v cover %v", w, len(r.buckets), r.width, got)
+		}
+	}
+	// A day-long window still opens on errors spread over hours.
+	h := newHarness(t, Policy{Mode: RateMode, Window: 24 * time.Hour, MinRequests: 4})
+	h.run("S +5h S +5h F +5h F")
+	if h.b.State() != Open {
+		t.Fatalf("errors spread over a day-long window did not open: %v", h.b.State())
+	}
+}
+
 func TestForceTrial(t *testing.T) {
 	runScripts(t, Policy{}, []scriptCase{
 		{"does not change state by itself",
@@ -337,11 +390,11 @@ func TestPolicyDefaults(t *testing.T) {
 		want Policy
 	}{
 		{"zero is the count contract", Policy{},
-			Policy{CountMode, 5 * time.Minute, 3, time.Minute, 0.25, 10}},
+			Policy{CountMode, 5 * time.Minute, 3, time.Minute, 0.25, 10, 5 * time.Minute}},
 		{"rate window defaults to 60s", Policy{Mode: RateMode},
-			Policy{RateMode, time.Minute, 3, time.Minute, 0.25, 10}},
-		{"set fields are kept", Policy{Mode: RateMode, Window: 30 * time.Second, Cooldown: 5 * time.Second, Threshold: 0.5, MinRequests: 20},
-			Policy{RateMode, 30 * time.Second, 3, 5 * time.Second, 0.5, 20}},
+			Policy{RateMode, time.Minute, 3, time.Minute, 0.25, 10, 5 * time.Minute}},
+		{"set fields are kept", Policy{Mode: RateMode, Window: 30 * time.Second, Cooldown: 5 * time.Second, Threshold: 0.5, MinRequests: 20, TrialTimeout: time.Minute},
+			Policy{RateMode, 30 * time.Second, 3, 5 * time.Second, 0.5, 20, time.Minute}},
 	}
 	for _, tc := range tests {
 		if got := tc.in.WithDefaults(); got != tc.want {

@@ -43,6 +43,11 @@ const (
 	DefaultThreshold   = 0.25
 	DefaultMinRequests = 10
 
+	// DefaultTrialTimeout frees a half-open trial slot whose ticket never
+	// came back (Done was not called): longer than any hop the defaults
+	// allow to wait for headers (240 s), so only a leak reaches it.
+	DefaultTrialTimeout = 5 * time.Minute
+
 	// MaxRetryAfter caps how long a Retry-After can keep a channel out.
 	MaxRetryAfter = 5 * time.Minute
 
@@ -60,6 +65,9 @@ type Policy struct {
 	Cooldown    time.Duration // 60s
 	Threshold   float64       // rate: 0.25; the rate must be strictly greater
 	MinRequests int           // rate: 10
+	// TrialTimeout frees the half-open trial slot when its ticket has not
+	// been handed back to Done by then (5m).
+	TrialTimeout time.Duration
 }
 
 // WithDefaults returns p with every unset field replaced by its default. Two
@@ -86,6 +94,9 @@ func (p Policy) WithDefaults() Policy {
 	}
 	if p.MinRequests <= 0 {
 		p.MinRequests = DefaultMinRequests
+	}
+	if p.TrialTimeout <= 0 {
+		p.TrialTimeout = DefaultTrialTimeout
 	}
 	return p
 }

@@ -21,7 +21,8 @@ type model struct {
 	gen        int
 	reopenAt   time.Time
 	halfSince  time.Time
-	holder     int // trial id holding the half-open slot, 0: free
+	holder     int       // trial id holding the half-open slot, 0: free
+	holderAt   time.Time // when it took the slot (TrialTimeout frees it)
 	trials     int
 	goodTrials int
 
@@ -103,10 +104,15 @@ func (m *model) allow(now time.Time) (refTicket, bool) {
 	switch {
 	case m.state == Closed:
 		return refTicket{gen: m.gen}, true
-	case m.state == HalfOpen && m.holder == 0:
-		m.trials++
-		m.holder = m.trials
-		return refTicket{gen: m.gen, trial: m.trials}, true
+	case m.state == HalfOpen:
+		if m.holder != 0 && now.Sub(m.holderAt) >= m.p.TrialTimeout {
+			m.holder = 0 // abandoned: its late Done is a duplicate
+		}
+		if m.holder == 0 {
+			m.trials++
+			m.holder, m.holderAt = m.trials, now
+			return refTicket{gen: m.gen, trial: m.trials}, true
+		}
 	}
 	return refTicket{}, false
 }

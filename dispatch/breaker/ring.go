@@ -2,7 +2,13 @@ package breaker
 
 import "time"
 
-const bucketWidth = time.Second
+// minBucketWidth is the bucket width of windows up to maxBuckets seconds.
+const minBucketWidth = time.Second
+
+// maxBuckets bounds the ring whatever the window: memory per breaker and
+// the cost of summing the window stay fixed (600 buckets: a 60 s window
+// keeps 1 s buckets; a 1 h window gets 6 s buckets).
+const maxBuckets = 600
 
 // bucket counts the outcomes of one second. sec is the bucket's second
 // (relative to the breaker's epoch); a slot whose sec is not the one being
@@ -13,22 +19,29 @@ type bucket struct {
 	errors   uint32
 }
 
-// rateRing is the rolling window of the rate policy: a ring of one-second
-// buckets allocated once, so recording and summing never allocate. An event
-// in second s counts at second now while s > now-len(buckets), i.e. the window
-// is the current (partial) second plus the len-1 before it.
+// rateRing is the rolling window of the rate policy: a ring of buckets
+// (one second wide unless the window needs more than maxBuckets of them)
+// allocated once, so recording and summing never allocate. An event in
+// bucket s counts at bucket now while s > now-len(buckets), i.e. the window
+// is the current (partial) bucket plus the len-1 before it.
 type rateRing struct {
 	buckets []bucket
+	width   time.Duration
 }
 
 const emptySec = -1 << 62
 
 func newRateRing(window time.Duration) rateRing {
-	n := int((window + bucketWidth - 1) / bucketWidth)
+	width := minBucketWidth
+	if window > maxBuckets*minBucketWidth {
+		width = (window + maxBuckets - 1) / maxBuckets
+		width = (width + time.Second - 1).Truncate(time.Second)
+	}
+	n := int((window + width - 1) / width)
 	if n < 1 {
 		n = 1
 	}
-	r := rateRing{buckets: make([]bucket, n)}
+	r := rateRing{buckets: make([]bucket, n), width: width}
 	r.reset()
 	return r
 }
