@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -18,17 +17,6 @@ import (
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/telemetry"
 )
-
-// Errors used as cancellation causes, so a hop can tell why its context ended.
-var (
-	errHeaderTimeout = errors.New("header timeout: no response headers in time")
-	errChainDeadline = errors.New("chain deadline exceeded before an answer was committed")
-	errIdleTimeout   = errors.New("stream idle timeout: upstream stalled")
-	errGateTimeout   = errors.New("stream gate timeout: nothing decisive in time")
-)
-
-// errTypeFrameTooLarge labels a hop whose SSE frame exceeded MaxFrame.
-const errTypeFrameTooLarge = "frame_too_large"
 
 // Limits that bound memory per request.
 const (
@@ -82,12 +70,9 @@ type Engine struct {
 	maxFrame  int
 	maxHeld   int
 	maxBody   int64
-	// urls caches the span attributes of each upstream URL (urlAttrs).
-	urls  sync.Map // urlKey -> []attribute.KeyValue
-	nurls atomic.Int64
-	// names caches span names and the chain attribute (spanNames).
-	names  sync.Map // any -> string
-	nnames atomic.Int64
+	// chains caches the hopgate.chain attribute of each model (chain).
+	chains  sync.Map // chainKey -> string
+	nchains atomic.Int64
 }
 
 // New builds an Engine.

@@ -6,13 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
-	"strconv"
-	"time"
-
-	"github.com/jonboulle/clockwork"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
@@ -38,7 +31,7 @@ var errDiverged = errors.New("the replayed answer diverged from the text already
 // It reports whether the client's stream was completed; when it was not,
 // the caller ends the stream with the original interruption, so a rejected
 // continuation never masks the original failure.
-func (c *call) resume(ctx context.Context, m *config.Model, failed config.Entry, st *streamState, why string) bool {
+func (c *call) resume(m *config.Model, failed config.Entry) bool {
 	if c.req.Events != ChatEvents {
 		return false
 	}
@@ -60,15 +53,17 @@ func (c *call) resume(ctx context.Context, m *config.Model, failed config.Entry,
 			modes = []string{resumePrefill, resumeReplay}
 		}
 		for _, mode := range modes {
-			res, rejected := c.continueHop(m, entry, st, mode)
-			c.recordBreaker(br, t, res)
-			if res.class == classify.Success {
+			a := c.newAttempt(m, entry, 0, mode)
+			err := a.continueStream()
+			a.end(err)
+			c.recordBreaker(br, t, err)
+			if err == nil {
 				return true
 			}
-			if res.class == classify.Canceled {
+			if err.Class() == classify.Canceled {
 				return false
 			}
-			if !rejected {
+			if !a.rejected {
 				break // the channel failed: not worth a replay on it
 			}
 			// A prefill the channel rejected: replay on the same channel.
@@ -80,28 +75,20 @@ func (c *call) resume(ctx context.Context, m *config.Model, failed config.Entry,
 	return false
 }
 
-// continueHop runs one continuation attempt. rejected reports an upstream
-// 4xx to the continuation request (the channel refused the prefill).
-func (c *call) continueHop(m *config.Model, entry config.Entry, st *streamState, mode string) (res hopResult, rejected bool) {
-	hopCtx, cancelHop := context.WithCancelCause(c.clientCtx)
-	defer cancelHop(nil)
-	hs := c.startHop(trace.ContextWithSpan(hopCtx, c.span), m, entry,
-		attribute.String(telemetry.AttrContinuationMode, mode),
-		attribute.Int(telemetry.AttrResumeDelivered, len(st.delivered)))
-	hctx, span := hs.ctx, hs.span
-	defer func() {
-		hs.end(c, res)
-		c.steps = append(c.steps, telemetry.Step{Channel: entry.Channel.ID, Result: mode + "_" + res.label})
-	}()
-
-	opts := reqbody.Options{Model: entry.UpstreamModel, IncludeUsage: !c.req.Fields.IncludeUsage}
-	if mode == resumePrefill {
-		prefix := string(st.delivered)
+// continueStream runs one continuation attempt: it sends the request (with
+// the delivered text as an assistant prefix, or as it was), then runs the
+// same frame loop as a committed stream (pass) with continueFrame.
+func (a *attempt) continueStream() *classify.HopError {
+	defer a.cancel(nil)
+	c := a.c
+	opts := reqbody.Options{Model: a.entry.UpstreamModel, IncludeUsage: !c.req.Fields.IncludeUsage}
+	if a.mode == resumePrefill {
+		prefix := string(c.rw.delivered)
 		opts.AssistantPrefix = &prefix
 	}
-	resp, fail, ok := c.send(hopCtx, &hs, cancelHop, m, entry, opts)
-	if !ok {
-		return fail, false
+	resp, err := a.send(opts)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
 	if cl := classify.Status(resp.StatusCode); cl != classify.Success {
@@ -112,127 +99,121 @@ func (c *call) continueHop(m *config.Model, entry config.Entry, st *streamState,
 		// worth a replay on the same channel; a 429, 401/403 or 408 is the
 		// channel failing, and its Retry-After holds the channel out.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, DefaultMaxErrorBody))
-		res := hopResult{class: cl, status: resp.StatusCode, label: strconv.Itoa(resp.StatusCode)}
+		e := classify.NewStatus(resp.StatusCode)
 		if classify.RetryAfterStatus(resp.StatusCode) {
-			res.retryAfter = retryafter.Parse(resp.Header.Get("Retry-After"), c.e.clock.Now(), maxRetryAfterHeader)
+			e.RetryAfter = retryafter.Parse(resp.Header.Get("Retry-After"), c.e.clock.Now(), maxRetryAfterHeader)
 		}
-		return res, cl == classify.Final
+		a.rejected = cl == classify.Final
+		return e
 	}
 	if mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
-		return hopResult{class: classify.Retryable, status: resp.StatusCode, label: "not_a_stream"}, true
+		a.rejected = true
+		return &classify.HopError{Kind: classify.KindNotAStream, Status: resp.StatusCode}
 	}
+	// Prefill continues after the delivered text; a replay must first
+	// repeat it exactly.
+	a.passing = a.mode == resumePrefill
+	return a.pass(sse.NewReader(resp.Body, c.e.maxFrame), c.inspector(), nil, a.continueFrame)
+}
 
-	feed := c.startFrames(sse.NewReader(resp.Body, c.e.maxFrame), c.inspector(), true, false)
-	defer feed.close(cancelHop, resp.Body)
-	items := feed.items
-
-	var idle clockwork.Timer
-	var idleC <-chan time.Time
-	if d := m.Policy.StreamIdleTimeout; d > 0 {
-		idle = c.e.clock.NewTimer(d)
-		defer idle.Stop()
-		idleC = idle.Chan()
+// continueFrame handles one frame of a continuation: frames that open the
+// continuation (a role-only chunk) are dropped, a replay is checked against
+// the delivered text until it goes beyond it, and only new text reaches
+// the client, one frame and one flush at a time.
+func (a *attempt) continueFrame(it *frameItem) (*classify.HopError, bool) {
+	c := a.c
+	if it.err != nil {
+		switch {
+		case c.clientCtx.Err() != nil:
+			return &classify.HopError{Kind: classify.KindCanceled, Cause: it.err}, true
+		case errors.Is(it.err, io.EOF) && c.rw.finish && a.passing:
+			if !c.rw.done {
+				_ = c.rw.frame(doneFrame)
+			}
+			return a.resumed(), true
+		case context.Cause(a.ctx) == errIdleTimeout:
+			return &classify.HopError{Kind: classify.KindStalled, Status: a.status, Cause: it.err}, true
+		}
+		return &classify.HopError{Kind: classify.KindCut, Status: a.status, Cause: it.err}, true
 	}
-	// Replay: the text received so far must equal the delivered prefix
-	// until it extends beyond it.
-	var got []byte
-	passing := mode == resumePrefill
-	fail1 := func(label string) (hopResult, bool) {
-		return hopResult{class: classify.Retryable, status: resp.StatusCode, label: label}, false
+	switch it.info.Kind {
+	case gate.Malformed:
+		a.malformed++
+		return nil, false
+	case gate.Error:
+		return &classify.HopError{Kind: classify.KindStreamError, Status: a.status}, true
 	}
-	for {
-		select {
-		case it := <-items:
-			if idle != nil {
-				idle.Reset(m.Policy.StreamIdleTimeout)
-			}
-			if it.err != nil {
-				if c.clientCtx.Err() != nil {
-					return hopResult{class: classify.Canceled, label: "canceled"}, false
-				}
-				if errors.Is(it.err, io.EOF) && st.finish && passing {
-					if !st.done {
-						_ = c.writeFrame([]byte("data: [DONE]\n\n"))
-					}
-					return c.resumed(hctx, span, m, entry, st), false
-				}
-				return fail1("cut")
-			}
-			switch it.info.Kind {
-			case gate.Malformed:
-				st.malformed++
-				continue
-			case gate.Error:
-				return fail1("stream_error")
-			}
-			if it.info.UsageOnly {
-				st.usage = it.info.Usage
-				if !c.req.Fields.IncludeUsage {
-					continue
-				}
-			}
-			if it.info.ToolCalls {
-				// Tool-call deltas cannot be verified against delivered text.
-				return fail1("diverged")
-			}
-			if !passing {
-				if it.info.Kind == gate.Hold {
-					continue
-				}
-				got = append(got, it.text...)
-				n := min(len(got), len(st.delivered))
-				if !bytes.Equal(got[:n], st.delivered[:n]) {
-					span.RecordError(errDiverged)
-					return fail1("diverged")
-				}
-				if len(got) < len(st.delivered) {
-					if it.info.FinishReason || it.info.Kind == gate.Done {
-						span.RecordError(errDiverged)
-						return fail1("diverged")
-					}
-					continue
-				}
-				passing = true
-				if suffix := got[len(st.delivered):]; len(suffix) > 0 {
-					// The frame straddles the boundary: send only what the
-					// client has not seen, as a chunk of its own.
-					st.delivered = append(st.delivered, suffix...)
-					if !c.writeFrame(suffixChunk(suffix, it.info.Model)) {
-						return hopResult{class: classify.Canceled, label: "canceled"}, false
-					}
-				}
-				if it.info.FinishReason {
-					st.finish = true
-					if !c.writeFrame(finishChunk(it.info.Model)) {
-						return hopResult{class: classify.Canceled, label: "canceled"}, false
-					}
-				}
-				continue
-			}
-			if it.info.Kind == gate.Hold && !it.info.UsageOnly {
-				continue // role-only openers of the continuation
-			}
-			if !c.deliver(it, st) {
-				return hopResult{class: classify.Canceled, label: "canceled"}, false
-			}
-			if it.info.Kind == gate.Done {
-				st.done = true
-				return c.resumed(hctx, span, m, entry, st), false
-			}
-		case <-idleC:
-			return fail1("stalled")
-		case <-c.clientCtx.Done():
-			return hopResult{class: classify.Canceled, label: "canceled"}, false
+	if it.info.UsageOnly {
+		a.usage = it.info.Usage
+		if !c.req.Fields.IncludeUsage {
+			return nil, false
 		}
 	}
+	if it.info.ToolCalls {
+		// Tool-call deltas cannot be verified against delivered text.
+		return &classify.HopError{Kind: classify.KindDiverged, Status: a.status}, true
+	}
+	if !a.passing {
+		return a.verify(it)
+	}
+	if it.info.Kind == gate.Hold && !it.info.UsageOnly {
+		return nil, false // role-only openers of the continuation
+	}
+	a.note(it)
+	if !c.rw.frame(it.raw) {
+		return &classify.HopError{Kind: classify.KindCanceled}, true
+	}
+	if it.info.Kind == gate.Done {
+		c.rw.done = true
+		return a.resumed(), true
+	}
+	return nil, false
+}
+
+// verify checks a replayed frame against the delivered text: the text
+// received so far must equal the delivered prefix until it extends beyond
+// it; what lies beyond is sent as a chunk of its own.
+func (a *attempt) verify(it *frameItem) (*classify.HopError, bool) {
+	c := a.c
+	if it.info.Kind == gate.Hold {
+		return nil, false
+	}
+	a.got = append(a.got, it.text...)
+	delivered := c.rw.delivered
+	n := min(len(a.got), len(delivered))
+	if !bytes.Equal(a.got[:n], delivered[:n]) {
+		a.span.Error(errDiverged)
+		return &classify.HopError{Kind: classify.KindDiverged, Status: a.status}, true
+	}
+	if len(a.got) < len(delivered) {
+		if it.info.FinishReason || it.info.Kind == gate.Done {
+			a.span.Error(errDiverged)
+			return &classify.HopError{Kind: classify.KindDiverged, Status: a.status}, true
+		}
+		return nil, false
+	}
+	a.passing = true
+	if suffix := a.got[len(delivered):]; len(suffix) > 0 {
+		// The frame straddles the boundary: send only what the client has
+		// not seen, as a chunk of its own.
+		c.rw.delivered = append(c.rw.delivered, suffix...)
+		if !c.rw.frame(suffixChunk(suffix, it.info.Model)) {
+			return &classify.HopError{Kind: classify.KindCanceled}, true
+		}
+	}
+	if it.info.FinishReason {
+		c.rw.finish = true
+		if !c.rw.frame(finishChunk(it.info.Model)) {
+			return &classify.HopError{Kind: classify.KindCanceled}, true
+		}
+	}
+	return nil, false
 }
 
 // resumed records a completed continuation.
-func (c *call) resumed(ctx context.Context, span trace.Span, m *config.Model, entry config.Entry, st *streamState) hopResult {
-	c.recordUsage(ctx, span, m, entry, st.usage, st.model)
-	c.outcome = OutcomeFailoverOK
-	span.SetAttributes(attribute.String(telemetry.AttrStreamEnd, "resumed"))
-	return hopResult{class: classify.Success, done: true, status: http.StatusOK, label: "ok"}
+func (a *attempt) resumed() *classify.HopError {
+	a.span.StreamEnd(telemetry.StreamResumed, "")
+	return nil
 }
 
 func suffixChunk(text []byte, model string) []byte {

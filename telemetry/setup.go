@@ -57,6 +57,7 @@ type Telemetry struct {
 	Tracer         trace.Tracer // scope ScopeName
 	MeterProvider  *sdkmetric.MeterProvider
 	Metrics        *Metrics
+	Spans          *Spans // the request path's spans (DESIGN.md §5)
 	Failovers      *FailoverLog
 	Registry       *prometheus.Registry          // what /metrics serves
 	Propagator     propagation.TextMapPropagator // W3C tracecontext + baggage
@@ -170,11 +171,13 @@ func newTelemetry(tp *sdktrace.TracerProvider, res *resource.Resource, region st
 	if logSize <= 0 {
 		logSize = defaultFailoverLogSize
 	}
+	tracer := tp.Tracer(ScopeName)
 	return &Telemetry{
 		TracerProvider: tp,
-		Tracer:         tp.Tracer(ScopeName),
+		Tracer:         tracer,
 		MeterProvider:  mp,
 		Metrics:        m,
+		Spans:          NewSpans(tracer),
 		Failovers:      NewFailoverLog(logSize),
 		Registry:       reg,
 		Propagator:     propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),

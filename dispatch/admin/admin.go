@@ -20,7 +20,11 @@ import (
 //go:embed page.html
 var pageFS embed.FS
 
-var page = template.Must(template.ParseFS(pageFS, "page.html"))
+// page draws failover paths with arrows ("a:503 → b:ok"); the path itself
+// (JSON, headers, logs, spans) stays ASCII.
+var page = template.Must(template.New("page.html").Funcs(template.FuncMap{
+	"arrows": func(path string) string { return strings.ReplaceAll(path, telemetry.PathArrow, " → ") },
+}).ParseFS(pageFS, "page.html"))
 
 // Server serves the admin listener.
 type Server struct {

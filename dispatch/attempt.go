@@ -1,0 +1,529 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hopgate/hopgate/dispatch/classify"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/gate"
+	"github.com/hopgate/hopgate/internal/reqbody"
+	"github.com/hopgate/hopgate/internal/retryafter"
+	"github.com/hopgate/hopgate/internal/tlsfail"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// attempt is one hop: one request to one channel, from sending it to the
+// end of its answer or its failure. It owns the hop's context and cancel,
+// its timers (L4 here, the gate's and the idle timer in stream.go), its
+// span, the chain entry, the upstream response and what the upstream told
+// about usage. Sending, the header wait, the gate, the pass after commit,
+// buffering, passthrough and a mid-stream continuation are its methods;
+// the walk (call) only sees the typed error it returns.
+type attempt struct {
+	c     *call
+	m     *config.Model // the model whose chain is walked
+	entry config.Entry
+	ch    *config.Channel
+	try   int    // same-channel retry number
+	mode  string // continuation mode (resume.go); "" for a hop of the walk
+
+	ctx    context.Context // the hop's: cancelled by its timers, carries its span
+	cancel context.CancelCauseFunc
+	span   telemetry.HopSpan
+	start  time.Time
+	l4     headerTimeout
+
+	status    int // the response status once headers arrived
+	usage     gate.Usage
+	respModel string
+	malformed int
+	// why a committed answer could not be completed (KindCut).
+	why string
+	// rejected: a continuation the channel refused by its shape (a 4xx to
+	// a prefill, an answer that is not a stream): worth a replay.
+	rejected bool
+	// passing: a replayed continuation is past the delivered prefix.
+	passing bool
+	got     []byte // a replayed continuation's text so far
+}
+
+// newAttempt counts one attempt on entry's channel and starts its span.
+// parent is the walk's context (the call's), or the client's for a
+// continuation, which the chain deadline must not end.
+func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode string) *attempt {
+	a := &attempt{c: c, m: m, entry: entry, ch: entry.Channel, try: try, mode: mode}
+	parent := c.ctx
+	if mode != "" {
+		parent = c.span.Context(c.clientCtx)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	hs := telemetry.HopStart{
+		Operation: operationName(c.req.Operation), Provider: a.ch.Provider, RequestModel: entry.UpstreamModel,
+		Channel: a.ch.ID, ChannelRegion: a.ch.Region, Index: c.attempts, Retry: try,
+		BaseURL: a.ch.BaseURL, Path: c.req.Path, Continuation: mode, Delivered: len(c.rw.delivered),
+	}
+	c.attempts++
+	a.ctx, a.span = c.e.tel.Spans.StartHop(ctx, &hs)
+	a.cancel = cancel
+	a.start = c.e.clock.Now()
+	a.l4 = headerTimeout{next: c.e.transport, clock: c.e.clock, timeout: m.Policy.HeaderTimeout, cancel: cancel}
+	return a
+}
+
+// run sends the request and handles the answer up to its end (streamed,
+// buffered or passed through). nil: the answer reached the client.
+func (a *attempt) run() *classify.HopError {
+	defer a.cancel(nil)
+	c := a.c
+	resp, err := a.send(reqbody.Options{
+		Model:        a.entry.UpstreamModel,
+		IncludeUsage: c.req.Stream && c.req.Events == ChatEvents && !c.req.Fields.IncludeUsage,
+	})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if classify.Status(resp.StatusCode) != classify.Success {
+		return a.upstreamError(resp)
+	}
+	mt := mediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case c.req.Stream && mt == "text/event-stream":
+		return a.stream(resp)
+	case c.req.Binary && binaryBody(mt):
+		return a.passthrough(resp)
+	}
+	// A 200 JSON answer to a streaming request is how some providers
+	// report errors: it is read whole and classified like any body.
+	return a.buffered(resp)
+}
+
+// end records the hop's fate: its span, the hop metrics, its step on the
+// failover path.
+func (a *attempt) end(err *classify.HopError) {
+	c := a.c
+	d := c.e.clock.Since(a.start)
+	he := telemetry.HopEnd{Outcome: hopOutcome(err), Status: a.status}
+	label := "ok"
+	if err != nil {
+		label = err.Label()
+		if err.Status != 0 {
+			he.Status = err.Status
+		}
+		cls := err.Class()
+		he.Failed, he.Label = cls == classify.Retryable, label
+		he.RetryAfter = err.RetryAfter
+		switch {
+		case cls == classify.Canceled:
+		case err.Kind == classify.KindCut && a.mode == "":
+			he.ErrorType = telemetry.ErrTypeStreamInterrupted
+		default:
+			he.ErrorType = label
+		}
+	} else {
+		he.ResponseModel, he.Usage = a.respModel, a.usage.Present
+		he.InputTokens, he.OutputTokens = a.usage.InputTokens, a.usage.OutputTokens
+		he.Dropped = a.malformed
+	}
+	a.span.End(&he)
+	op := operationName(c.req.Operation)
+	c.e.tel.Metrics.Hop(a.ctx, a.ch.ID, a.ch.Region, a.m.Name, c.req.Operation, he.Outcome, d)
+	switch {
+	case err == nil:
+		// Only the hop that served the answer reports usage and cost.
+		if u := a.usage; u.Present {
+			cost := (float64(u.InputTokens)*a.entry.Price.Input + float64(u.OutputTokens)*a.entry.Price.Output) / 1e6
+			if cost > 0 {
+				c.e.tel.Metrics.Cost(a.ctx, a.ch.ID, a.m.Name, cost)
+			}
+		}
+		c.e.tel.Metrics.GenAI(a.ctx, op, a.ch.Provider, a.entry.UpstreamModel, a.respModel, "", d, a.usage.InputTokens, a.usage.OutputTokens)
+	case err.Class() == classify.Retryable || err.Class() == classify.Final:
+		// GenAI client metrics count every operation against a provider,
+		// failed ones with error.type.
+		c.e.tel.Metrics.GenAI(a.ctx, op, a.ch.Provider, a.entry.UpstreamModel, "", label, d, 0, 0)
+	}
+	switch {
+	case a.mode != "":
+		// A continuation: "b:prefill_ok", "b:replay_diverged".
+		c.steps = append(c.steps, telemetry.Step{Channel: a.ch.ID, Result: a.mode + "_" + label})
+	case err != nil && err.Class() == classify.Canceled:
+		// The client left: nothing to say about the channel.
+	default:
+		// A hop cut by the chain deadline stays in the path ("a:deadline"):
+		// on-call must see which channel was in flight when time ran out.
+		c.steps = append(c.steps, telemetry.Step{Channel: a.ch.ID, Result: label})
+		if err != nil && err.Class() == classify.Retryable && !c.rw.written {
+			c.statuses = append(c.statuses, statusOrNone(err.Status))
+			c.failedOver = true
+		}
+	}
+}
+
+// send builds the upstream request (the client body with only the fields of
+// opts rewritten, the channel credential, traceparent) and waits for its
+// response headers under L4.
+func (a *attempt) send(opts reqbody.Options) (*http.Response, *classify.HopError) {
+	c := a.c
+	// One buffer per hop, not pooled: the transport may still be reading
+	// the request body after response headers arrived.
+	body := c.req.Body
+	var err error
+	switch {
+	case !c.req.Raw:
+		body, err = reqbody.Rewrite(make([]byte, 0, len(c.req.Body)+64+prefixLen(opts)), c.req.Body, c.req.Fields, opts)
+	case c.req.Form.ModelPresent:
+		// Multipart: only the model part's value changes, never the file.
+		body, err = reqbody.RewriteMultipartModel(make([]byte, 0, len(c.req.Body)+len(opts.Model)), c.req.Body, c.req.Form, opts.Model)
+	}
+	if err != nil {
+		// The body parsed at the front door; a rewrite failure is ours.
+		a.span.Error(err)
+		return nil, &classify.HopError{Kind: classify.KindRewrite, Cause: err}
+	}
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.ch.BaseURL+c.req.Path, nil)
+	if err != nil {
+		a.span.Error(err)
+		return nil, &classify.HopError{Kind: classify.KindRequest, Cause: err}
+	}
+	if len(body) > 0 {
+		held := &heldBody{b: body}
+		req.Body, req.GetBody, req.ContentLength = newUpstreamBody(body), held.get, int64(len(body))
+		defer held.release()
+	}
+	a.setHeaders(req.Header)
+
+	await := a.span.AwaitHeaders(a.ctx)
+	resp, err := a.roundTrip(req)
+	if err != nil {
+		herr := a.transportError(err)
+		switch {
+		case herr.Kind == classify.KindHeaderTimeout:
+			await.TimedOut(a.m.Policy.HeaderTimeout)
+			c.e.tel.Metrics.HeaderTimeout(a.ctx, a.ch.ID, a.m.Name)
+		case herr.Class() == classify.Retryable:
+			await.Failed(err)
+		default:
+			await.Arrived()
+		}
+		return nil, herr
+	}
+	await.Arrived()
+	a.status = resp.StatusCode
+	return resp, nil
+}
+
+// setHeaders sets the upstream request's headers: content type, accept,
+// user agent, the channel's credential and traceparent.
+func (a *attempt) setHeaders(h http.Header) {
+	c := a.c
+	ct := c.req.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	accept := "application/json"
+	switch {
+	case c.req.Stream:
+		accept = "text/event-stream"
+	case c.req.Binary:
+		accept = "*/*" // audio in the requested format, or a JSON error
+	}
+	// One backing array for the values instead of one per Set; each value
+	// is capped at length 1, so an append elsewhere copies it.
+	vals := [...]string{ct, accept, c.e.userAgent, ""}
+	hv := vals[:]
+	h["Content-Type"] = hv[0:1:1]
+	h["Accept"] = hv[1:2:2]
+	h["User-Agent"] = hv[2:3:3]
+	if a.ch.APIKey != "" {
+		hv[3] = "Bearer " + a.ch.APIKey
+		h["Authorization"] = hv[3:4:4]
+	}
+	c.e.tel.Propagator.Inject(a.ctx, propagation.HeaderCarrier(h))
+}
+
+// roundTrip sends req through L4 to the engine's transport; errors read as
+// http.Client's do (`Post "URL": cause`), which traces and logs show.
+func (a *attempt) roundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.l4.RoundTrip(req)
+	switch {
+	case err != nil:
+		if resp != nil && resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+		return nil, &url.Error{Op: "Post", URL: redactedURL(req.URL), Err: err}
+	case resp == nil:
+		return nil, &url.Error{Op: "Post", URL: redactedURL(req.URL), Err: errNilResponse}
+	}
+	return resp, nil
+}
+
+var errNilResponse = errors.New("http: RoundTripper returned a nil *Response with a nil error")
+
+// redactedURL is u with its password, if any, replaced by "***" (as
+// http.Client reports URLs in errors).
+func redactedURL(u *url.URL) string {
+	if _, has := u.User.Password(); has {
+		return strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
+	}
+	return u.String()
+}
+
+// transportError classifies an error before response headers, or while
+// reading a body, keeping it as the cause.
+func (a *attempt) transportError(err error) *classify.HopError {
+	switch cause := context.Cause(a.ctx); {
+	case cause == errHeaderTimeout:
+		return &classify.HopError{Kind: classify.KindHeaderTimeout, Cause: err}
+	case cause == errChainDeadline:
+		return &classify.HopError{Kind: classify.KindDeadline, Cause: err}
+	}
+	if classify.Error(a.c.clientCtx, err) == classify.Canceled {
+		return &classify.HopError{Kind: classify.KindCanceled, Cause: err}
+	}
+	return &classify.HopError{Kind: netKind(err), Cause: err}
+}
+
+// ctxEnded classifies a hop whose context ended while it read an answer
+// (the client, the chain deadline, a timer); nil when it has not ended.
+func (a *attempt) ctxEnded() *classify.HopError {
+	if a.ctx.Err() == nil {
+		return nil
+	}
+	cause := context.Cause(a.ctx)
+	switch {
+	case cause == errChainDeadline:
+		return &classify.HopError{Kind: classify.KindDeadline, Cause: cause}
+	case a.c.clientCtx.Err() != nil:
+		return &classify.HopError{Kind: classify.KindCanceled, Cause: cause}
+	}
+	return &classify.HopError{Kind: classify.KindStreamEOF, Cause: cause}
+}
+
+// netKind names a transport error by its type and errno, never its text.
+func netKind(err error) classify.Kind {
+	var (
+		ne  net.Error
+		dns *net.DNSError
+	)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return classify.KindRefused
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return classify.KindReset
+	case errors.As(err, &dns):
+		return classify.KindDNS
+	case tlsfail.Is(err):
+		return classify.KindTLS
+	case errors.As(err, &ne) && ne.Timeout():
+		return classify.KindNetTimeout
+	}
+	return classify.KindConnect
+}
+
+// netLabel is netKind's label (the failover path's word for err).
+func netLabel(err error) string { return netKind(err).String() }
+
+// upstreamError handles a non-2xx upstream answer: a retryable one with its
+// Retry-After, a final one with the body to pass on unchanged.
+func (a *attempt) upstreamError(resp *http.Response) *classify.HopError {
+	body, rerr := readBounded(resp.Body, DefaultMaxErrorBody, resp.ContentLength)
+	e := classify.NewStatus(resp.StatusCode)
+	class := e.Class()
+	if rerr != nil && class == classify.Final {
+		// A final answer we could not read completely is not an answer.
+		if te := a.transportError(rerr); te.Class() != classify.Retryable {
+			return te
+		}
+	}
+	if classify.RetryAfterStatus(resp.StatusCode) {
+		e.RetryAfter = retryafter.Parse(resp.Header.Get("Retry-After"), a.c.e.clock.Now(), maxRetryAfterHeader)
+	}
+	if class == classify.Final {
+		e.Code = gate.ErrorCode(body)
+		e.Body, e.ContentType = body, headerContentType(resp.Header)
+	}
+	return e
+}
+
+// smallBody is the largest request body sent as an in-memory reader. The
+// transport writes such a body together with the headers in one write
+// when both fit its 4 KiB write buffer (typical headers are ~500 bytes; a
+// large forwarded baggage header can push it to two writes, as before);
+// any other body type makes it flush the headers first, which costs a
+// syscall and a packet per hop. The request keeps that reader, so an open
+// stream keeps at most this much of its prompt (the rewrite buffer's
+// capacity); larger bodies take several writes anyway and go through
+// upstreamBody, which lets go of them.
+const smallBody = 3 << 10
+
+// newUpstreamBody returns the hop's request body for b.
+func newUpstreamBody(b []byte) io.ReadCloser {
+	if len(b) <= smallBody {
+		return io.NopCloser(bytes.NewReader(b))
+	}
+	return &upstreamBody{b: b}
+}
+
+// upstreamBody is a hop's request body larger than smallBody; it lets go of
+// its bytes at EOF: the transport keeps the request until the response
+// body is closed, and an open stream must not keep a copy of a large
+// prompt for its whole life.
+// Close does nothing: the transport may call it while another goroutine
+// still reads.
+type upstreamBody struct{ b []byte }
+
+func (u *upstreamBody) Read(p []byte) (int, error) {
+	if len(u.b) == 0 {
+		u.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, u.b)
+	if u.b = u.b[n:]; len(u.b) == 0 {
+		u.b = nil
+	}
+	return n, nil
+}
+
+func (u *upstreamBody) Close() error { return nil }
+
+// heldBody backs the request's GetBody (the transport replays the body
+// when a reused connection fails before the request was written). The
+// transport only calls it inside RoundTrip, so once send has its answer
+// the bytes are released.
+type heldBody struct{ b []byte }
+
+var errBodyReleased = errors.New("request body already released")
+
+func (h *heldBody) get() (io.ReadCloser, error) {
+	if h.b == nil {
+		return nil, errBodyReleased
+	}
+	return newUpstreamBody(h.b), nil
+}
+
+func (h *heldBody) release() { h.b = nil }
+
+// maxRetryAfterHeader bounds what one upstream Retry-After can ask for
+// (retryafter.Parse); the breaker caps its hold-out lower still
+// (breaker.MaxRetryAfter).
+const maxRetryAfterHeader = time.Hour
+
+func statusOrNone(s int) int {
+	if s == 0 {
+		return -1
+	}
+	return s
+}
+
+// hopOutcome is hopgate.hop.outcome and the hops metric's outcome label.
+func hopOutcome(err *classify.HopError) string {
+	switch {
+	case err == nil:
+		return telemetry.HopOK
+	case err.Kind == classify.KindHeaderTimeout:
+		return telemetry.HopHeaderTimeout
+	}
+	switch err.Class() {
+	case classify.Final:
+		return telemetry.HopFinal
+	case classify.Canceled:
+		return telemetry.HopCanceled
+	}
+	return telemetry.HopRetryable
+}
+
+func operationName(op string) string {
+	switch op {
+	case "completions":
+		return telemetry.OperationTextCompl
+	case "embeddings":
+		return telemetry.OperationEmbedding
+	case "images", "audio_speech", "audio_transcriptions":
+		return telemetry.OperationGenerate
+	case "responses":
+		return telemetry.OperationChat
+	}
+	return telemetry.OperationChat
+}
+
+// mediaType is the lower-cased media type without parameters.
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
+}
+
+// headerContentType is the upstream's Content-Type as hopgate passes it
+// on: unchanged when it is printable ASCII (nearly always), else re-encoded
+// with RFC 2231 parameters, or cut to its media type: header values are
+// ASCII (RFC 9110 §5.5), and a fetch client decodes other bytes as Latin-1.
+func headerContentType(h http.Header) string {
+	ct := h.Get("Content-Type")
+	if asciiHeaderValue(ct) {
+		return ct
+	}
+	if mt, params, err := mime.ParseMediaType(ct); err == nil {
+		if s := mime.FormatMediaType(mt, params); s != "" && asciiHeaderValue(s) {
+			return s
+		}
+	}
+	if mt := mediaType(ct); asciiHeaderValue(mt) {
+		return mt
+	}
+	return ""
+}
+
+// asciiHeaderValue reports whether every byte of v is printable ASCII or a tab.
+func asciiHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 || c > 0x7e) && c != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// RequestID is the trace id of the request's span: X-Request-Id.
+func RequestID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.HasTraceID() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
+// Traceparent renders the W3C traceparent of the request's server span.
+func Traceparent(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	flags := "00"
+	if sc.IsSampled() {
+		flags = "01"
+	}
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + flags
+}
+
+func prefixLen(o reqbody.Options) int {
+	if o.AssistantPrefix == nil {
+		return 0
+	}
+	return len(*o.AssistantPrefix) + 64
+}
