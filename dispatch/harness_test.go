@@ -325,10 +325,16 @@ func recv[T any](tb testing.TB, ch <-chan T, what string) T {
 
 // async runs post in a goroutine, for tests that must move the clock while
 // the request waits.
+//
+// The request is cancelled when the test ends (before the gateway is
+// closed): a test that fails while the request waits on a fake clock
+// fails at once instead of hanging the package until its -timeout.
 func (h *harness) async(body string) <-chan reply {
 	ch := make(chan reply, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.tb.Cleanup(cancel)
 	go func() {
-		req, _ := http.NewRequest(http.MethodPost, h.gw.URL+"/v1/chat/completions", strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.gw.URL+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := h.client.Do(req)
 		if err != nil {
