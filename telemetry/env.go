@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"golang.org/x/net/http/httpguts"
 
@@ -58,6 +59,16 @@ const (
 	defaultServiceName   = "hopgate"
 	protocolGRPC         = "grpc"
 	protocolHTTPProtobuf = "http/protobuf"
+
+	// envOTLPEncoder is hopgate's escape hatch: "sdk" sends http/protobuf
+	// traces with the OpenTelemetry SDK's exporter (otlptracehttp) instead
+	// of hopgate's own encoder (internal/otlpwire), should the two ever
+	// disagree. The SDK's exporter then reads its secondary settings
+	// (headers, certificates, timeout, compression) from the process
+	// environment itself, as over grpc.
+	envOTLPEncoder = "HOPGATE_OTLP_ENCODER"
+	encoderHopgate = "hopgate"
+	encoderSDK     = "sdk"
 )
 
 // Exporter kinds chosen by spanExporterFromEnv.
@@ -67,6 +78,7 @@ const (
 	exporterConsole  = "console"
 	exporterGRPC     = "otlp/grpc"
 	exporterHTTP     = "otlp/http"
+	exporterHTTPSDK  = "otlp/http (sdk)"
 )
 
 func envTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
@@ -135,6 +147,18 @@ func spanExporterFromEnv(ctx context.Context, getenv func(string) string, userAg
 				// The generic endpoint is a base URL: the signal path is appended.
 				u = strings.TrimSuffix(u, "/") + "/v1/traces"
 			}
+		}
+		switch enc := strings.ToLower(strings.TrimSpace(getenv(envOTLPEncoder))); enc {
+		case "", encoderHopgate:
+		case encoderSDK:
+			exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(u),
+				otlptracehttp.WithHeaders(map[string]string{"User-Agent": userAgent}))
+			if err != nil {
+				return nil, "", fmt.Errorf("otlp/http exporter (sdk): %w", err)
+			}
+			return exp, exporterHTTPSDK, nil
+		default:
+			return nil, "", fmt.Errorf("%s=%q: want hopgate or sdk", envOTLPEncoder, enc)
 		}
 		cfg, err := otlpHTTPConfig(getenv, u, userAgent)
 		if err != nil {

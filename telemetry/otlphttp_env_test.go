@@ -362,3 +362,46 @@ func TestOTLPHTTPRetriesOnTheClock(t *testing.T) {
 		t.Fatalf("%d answers left: the retry did not happen", len(answers))
 	}
 }
+
+// Why: HOPGATE_OTLP_ENCODER=sdk is the escape hatch to the SDK's own
+// OTLP/HTTP exporter should hopgate's encoder ever disagree with it: the
+// same span arrives, decodable as protobuf, with hopgate's user agent; an
+// unknown value is a start-up error.
+func TestOTLPEncoderSwitch(t *testing.T) {
+	var mu sync.Mutex
+	var agents []string
+	var bodies [][]byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		agents, bodies = append(agents, r.Header.Get("User-Agent")), append(bodies, b)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	for _, enc := range []string{"", "hopgate", "SDK"} {
+		_, kind, err := spanExporterFromEnv(context.Background(), envOf(map[string]string{envEndpoint: srv.URL, envOTLPEncoder: enc}), "hopgate", nil)
+		want := exporterHTTP
+		if enc == "SDK" {
+			want = exporterHTTPSDK
+		}
+		if err != nil || kind != want {
+			t.Fatalf("%s=%q: kind %q, %v; want %q", envOTLPEncoder, enc, kind, err, want)
+		}
+		if err := exportOne(t, map[string]string{envEndpoint: srv.URL, envOTLPEncoder: enc}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 3 {
+		t.Fatalf("%d exports, want 3", len(bodies))
+	}
+	for i, b := range bodies {
+		if !strings.Contains(string(b), SpanServer) || !strings.HasPrefix(agents[i], "hopgate/1.2.3") {
+			t.Errorf("export %d: user agent %q, span missing: %v", i, agents[i], !strings.Contains(string(b), SpanServer))
+		}
+	}
+	if _, _, err := spanExporterFromEnv(context.Background(), envOf(map[string]string{envEndpoint: srv.URL, envOTLPEncoder: "fast"}), "hopgate", nil); err == nil || !strings.Contains(err.Error(), envOTLPEncoder) {
+		t.Fatalf("an unknown encoder must be refused by name: %v", err)
+	}
+}

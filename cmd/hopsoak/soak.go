@@ -745,7 +745,7 @@ func doRequest(c *http.Client, url, model string, stream, slow, leave bool, dead
 		switch fmt.Sprint(v.Error.Code) {
 		case "all_channels_failed":
 			r.outcome = "exhausted"
-		case "engine_overloaded", "chain_deadline_exceeded":
+		case "engine_overloaded":
 			r.outcome = "deadline"
 		default:
 			r.outcome = "final_error"

@@ -92,7 +92,7 @@ func TestBadInputNeverReachesUpstream(t *testing.T) {
 	}{
 		{"invalid JSON", "POST", "/v1/chat/completions", clientKey, `{"model":"m",`, 400, "invalid_request"},
 		{"not an object", "POST", "/v1/chat/completions", clientKey, `["m"]`, 400, "invalid_request"},
-		{"missing model", "POST", "/v1/chat/completions", clientKey, `{"messages":[]}`, 400, "model_not_found"},
+		{"missing model", "POST", "/v1/chat/completions", clientKey, `{"messages":[]}`, 400, "invalid_request"},
 		{"unknown model", "POST", "/v1/chat/completions", clientKey, `{"model":"nope","messages":[]}`, 404, "model_not_found"},
 		{"operation not served", "POST", "/v1/chat/completions", clientKey, `{"model":"embed-only","messages":[]}`, 400, "operation_not_supported"},
 		{"body over the limit", "POST", "/v1/chat/completions", clientKey, big, 413, "request_too_large"},

@@ -124,7 +124,7 @@ func TestEndpointFrontDoor(t *testing.T) {
 			_, b := upload("model", "all")
 			return "multipart/form-data", b
 		}, 400, "invalid_request"},
-		{"upload without model", "/v1/audio/transcriptions", func() (string, []byte) { return upload("language", "en") }, 400, "model_not_found"},
+		{"upload without model", "/v1/audio/transcriptions", func() (string, []byte) { return upload("language", "en") }, 400, "invalid_request"},
 		// Two model parts: the upstream might read the other one.
 		{"upload with two models", "/v1/audio/transcriptions", multiModel, 400, "invalid_request"},
 		{"truncated upload", "/v1/audio/transcriptions", func() (string, []byte) {

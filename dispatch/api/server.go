@@ -65,6 +65,13 @@ func (s *Server) Handler() http.Handler {
 		// request path) and cost ~2.5 % CPU per request: not recorded.
 		otelhttp.WithMeterProvider(noop.NewMeterProvider()),
 		otelhttp.WithPropagators(s.tel.Propagator),
+		// telemetry.trust_inbound_trace: false makes every request the root
+		// of its own trace, linked to the client's: a public endpoint must
+		// not let clients choose trace ids (and X-Request-Id). Read per
+		// request, so a reload applies.
+		otelhttp.WithPublicEndpointFn(func(*http.Request) bool {
+			return !s.cfg.Load().Telemetry.TrustInboundTrace
+		}),
 	}
 	for _, rt := range routes {
 		rt := rt
@@ -185,7 +192,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispat
 			return nil
 		}
 		if !form.ModelPresent || form.Model == "" {
-			s.fail(w, r, apierror.ModelNotFound(http.StatusBadRequest, "the request names no model: set the \"model\" form field"))
+			s.fail(w, r, apierror.InvalidRequest("the request names no model: set the \"model\" form field", "model"))
 			return nil
 		}
 		// The Content-Type goes upstream as sent: it carries the boundary.
@@ -198,7 +205,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispat
 			return nil
 		}
 		if !f.ModelPresent || f.Model == "" {
-			s.fail(w, r, apierror.ModelNotFound(http.StatusBadRequest, "the request names no model: set \"model\""))
+			s.fail(w, r, apierror.InvalidRequest("the request names no model: set \"model\"", "model"))
 			return nil
 		}
 		if f.Stream && !rt.Streams {
@@ -210,7 +217,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispat
 	}
 	m := cfg.Model(model)
 	if m == nil {
-		s.fail(w, r, apierror.ModelNotFound(http.StatusNotFound, "model \""+model+"\" does not exist on this gateway; GET /v1/models lists the models served"))
+		s.fail(w, r, apierror.ModelNotFound("model \""+model+"\" does not exist on this gateway; GET /v1/models lists the models served"))
 		return nil
 	}
 	if !serves(m, rt.Operation) {

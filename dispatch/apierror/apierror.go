@@ -16,7 +16,6 @@ const (
 	CodeRequestTooLarge       = "request_too_large"
 	CodeMethodNotAllowed      = "method_not_allowed"
 	CodeAllChannelsFailed     = "all_channels_failed"
-	CodeChainDeadlineExceeded = "chain_deadline_exceeded"
 	CodeEngineOverloaded      = "engine_overloaded"
 	CodeStreamInterrupted     = "upstream_stream_interrupted"
 	CodeNotFound              = "not_found"
@@ -92,8 +91,8 @@ func InvalidAPIKey(msg string) *Error {
 	return &Error{Status: http.StatusUnauthorized, Type: "authentication_error", Code: CodeInvalidAPIKey, Message: msg}
 }
 
-func ModelNotFound(status int, msg string) *Error {
-	return &Error{Status: status, Type: "invalid_request_error", Code: CodeModelNotFound, Message: msg, Param: "model"}
+func ModelNotFound(msg string) *Error {
+	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: CodeModelNotFound, Message: msg, Param: "model"}
 }
 
 func OperationNotSupported(msg string) *Error {
@@ -123,10 +122,6 @@ func AllChannelsFailed(status int, path string) *Error {
 
 func EngineOverloaded(msg string, retryAfter time.Duration) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: CodeEngineOverloaded, Message: msg, RetryAfter: retryAfter}
-}
-
-func ChainDeadlineExceeded(msg string) *Error {
-	return &Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: CodeChainDeadlineExceeded, Message: msg}
 }
 
 func StreamInterrupted(msg string) *Error {

@@ -55,7 +55,7 @@ func TestCanonicalFile(t *testing.T) {
 	if c.MaxBodyBytes != 10485760 {
 		t.Errorf("MaxBodyBytes = %d, want 10485760", c.MaxBodyBytes)
 	}
-	if want := (Telemetry{HealthySampleRatio: 1, FailoverLogSize: 200, Path: true}); c.Telemetry != want {
+	if want := (Telemetry{HealthySampleRatio: 1, FailoverLogSize: 200, Path: true, TrustInboundTrace: true}); c.Telemetry != want {
 		t.Errorf("Telemetry = %+v, want %+v", c.Telemetry, want)
 	}
 	if c.Auth.Mode != AuthKeys || len(c.Auth.Keys) != 1 || c.Auth.Keys[0].ID != "team-a" ||
@@ -531,7 +531,7 @@ func TestCredentialsFromEnv(t *testing.T) {
 func TestExtraKeys(t *testing.T) {
 	const y = `auth: {mode: none}
 max_body_bytes: 1024
-telemetry: {healthy_sample_ratio: 0.1, record_content: false, failover_log_size: 5, path_header: false}
+telemetry: {healthy_sample_ratio: 0.1, record_content: false, failover_log_size: 5, path_header: false, trust_inbound_trace: false}
 policy: {retries: 1}
 channels:
   - {id: a, base_url: "http://h/v1/", prefill: true, retries: 3}
@@ -550,7 +550,7 @@ models:
     chain: [{channel: b}]
 `
 	c := mustParse(t, y, env())
-	if c.MaxBodyBytes != 1024 || c.Telemetry != (Telemetry{0.1, false, 5, false}) {
+	if c.MaxBodyBytes != 1024 || c.Telemetry != (Telemetry{0.1, false, 5, false, false}) {
 		t.Errorf("top level = %d %+v", c.MaxBodyBytes, c.Telemetry)
 	}
 	a := c.Channel("a")

@@ -67,6 +67,8 @@
 //	record_content         bool              default false   reserved: true is refused until prompt/completion recording exists
 //	failover_log_size      int ≥ 0           default 200     entries kept for /admin/failovers
 //	path_header            bool              default true    send X-Hopgate-Path
+//	trust_inbound_trace    bool              default true    continue the client's traceparent; false: a new
+//	                                                         trace per request, linked to the client's (public endpoints)
 //
 // policy (global; the same block under models[].policy overrides it per
 // model, except breaker and retries, which are per channel):

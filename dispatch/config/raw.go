@@ -44,6 +44,7 @@ type rawTelemetry struct {
 	recordContent      val[bool]
 	failoverLogSize    val[int]
 	pathHeader         val[bool]
+	trustInboundTrace  val[bool]
 }
 
 type rawBreaker struct {
@@ -184,6 +185,9 @@ func (p *parser) telemetry(n *yaml.Node) rawTelemetry {
 		},
 		"failover_log_size": func(_, v *yaml.Node) { t.failoverLogSize = p.count(v, "failover_log_size in telemetry", 0) },
 		"path_header":       func(_, v *yaml.Node) { t.pathHeader = p.boolean(v, "path_header in telemetry") },
+		"trust_inbound_trace": func(_, v *yaml.Node) {
+			t.trustInboundTrace = p.boolean(v, "trust_inbound_trace in telemetry")
+		},
 	})
 	return t
 }

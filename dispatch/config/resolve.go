@@ -123,6 +123,7 @@ func (p *parser) resolve(f *rawFile) *Config {
 			RecordContent:      f.telemetry.recordContent.or(false),
 			FailoverLogSize:    f.telemetry.failoverLogSize.or(DefaultFailoverLogSize),
 			Path:               f.telemetry.pathHeader.or(true),
+			TrustInboundTrace:  f.telemetry.trustInboundTrace.or(true),
 		},
 		channels: map[string]*Channel{},
 		models:   map[string]*Model{},

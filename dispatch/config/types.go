@@ -75,6 +75,10 @@ type Telemetry struct {
 	RecordContent      bool    // reserved: config refuses true until content recording exists
 	FailoverLogSize    int     // entries kept for /admin/failovers; default 200
 	Path               bool    // send X-Hopgate-Path; default true
+	// TrustInboundTrace: continue the client's traceparent (default true).
+	// False on a public endpoint: each request starts its own trace, with
+	// a link to the client's, so clients cannot choose trace ids.
+	TrustInboundTrace bool
 }
 
 // Channel is one upstream endpoint.
