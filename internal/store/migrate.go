@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"hash/crc32"
 	"io/fs"
 
 	"github.com/pressly/goose/v3"
@@ -21,6 +22,11 @@ func migrationsFS(driver string) (fs.FS, error) {
 	return fs.Sub(migrations, "migrations/"+driver)
 }
 
+// migrationLockID is the PostgreSQL advisory lock held while migrating:
+// hopgate's own, so another goose user of the same database does not wait
+// for us, nor we for it.
+var migrationLockID = int64(crc32.ChecksumIEEE([]byte("hopgate/internal/store")))
+
 // newMigrator returns goose's provider for db. On PostgreSQL it holds an
 // advisory lock while it migrates, so replicas starting together apply each
 // migration once.
@@ -35,7 +41,10 @@ func newMigrator(db *sql.DB, driver string) (*goose.Provider, error) {
 	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
 	if driver == DriverPostgres {
 		dialect = goose.DialectPostgres
-		locker, err := lock.NewPostgresSessionLocker()
+		locker, err := lock.NewPostgresSessionLocker(
+			lock.WithLockID(migrationLockID),
+			lock.WithLockTimeout(1, 300), // poll each second, up to 5 minutes
+		)
 		if err != nil {
 			return nil, err
 		}
@@ -51,13 +60,23 @@ func migrate(ctx context.Context, db *sql.DB, driver string) error {
 	if err != nil {
 		return err
 	}
-	_, err = p.Up(ctx)
-	if err != nil && driver == DriverSQLite {
-		// SQLite has no advisory lock: two processes opening a new file at
-		// once may both try the first migration, and the loser fails on
-		// "table exists". Its second look finds nothing pending. A real
-		// failure fails again.
+	for {
+		before, err := p.GetDBVersion(ctx)
+		if err != nil {
+			return err
+		}
 		_, err = p.Up(ctx)
+		if err == nil || driver != DriverSQLite {
+			return err
+		}
+		// SQLite has no advisory lock: processes opening a new file at
+		// once may both try a migration, and the loser fails ("table
+		// exists") on what the winner just applied. Try again while the
+		// schema advances under us; a failure of our own does not advance
+		// it and is returned.
+		after, verr := p.GetDBVersion(ctx)
+		if verr != nil || after <= before {
+			return err
+		}
 	}
-	return err
 }

@@ -36,7 +36,8 @@ type Config struct {
 	// only). The caller reads it from the environment; it holds a password.
 	DSN string
 	// Currency is the ISO 4217 code new tenants' wallets are kept in
-	// (amounts are micro-units of it). Default DefaultCurrency.
+	// (amounts are micro-units of it). Default DefaultCurrency. Existing
+	// tenants keep the currency they were created with.
 	Currency string
 	// Clock stamps rows (created, ledger and audit times). Default
 	// time.Now. Decisions on time (hold expiry, pruning) take "now" as a

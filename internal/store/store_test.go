@@ -345,3 +345,31 @@ func TestClassify(t *testing.T) {
 		t.Error("classify(nil) != nil")
 	}
 }
+
+// Replicas starting at once on a new database (or processes on a new
+// SQLite file) all open it, and the migrations are applied once.
+func TestConcurrentOpen(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		cfg := b.newDB(t)
+		errs := make(chan error, 4)
+		for range 4 {
+			go func() {
+				s, err := Open(ctx(t), cfg)
+				if err == nil {
+					s.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Errorf("concurrent Open: %v", err)
+			}
+		}
+		s := openStore(t, cfg)
+		p, _ := newMigrator(s.db, s.driver)
+		if v, err := p.GetDBVersion(ctx(t)); err != nil || v != latestVersion(t, b.name) {
+			t.Fatalf("schema version %d, %v", v, err)
+		}
+	})
+}
