@@ -14,8 +14,8 @@
 // SQLite is the default: a file, nothing to install, in WAL mode (readers
 // never block the writer) with busy_timeout (a writer waits for another
 // process's write lock), synchronous=FULL and write transactions that take
-// the lock when they begin. PostgreSQL is for replicas sharing wallets.
-// Both run the same SQL through database/sql ($1 placeholders, ON
+// the lock when they begin. PostgreSQL (13 or newer) is for replicas
+// sharing wallets. Both run the same SQL through database/sql ($1 placeholders, ON
 // CONFLICT, RETURNING); the schema lives in migrations/<driver>/, the same
 // versions in both dialects (identity columns are the only difference), and
 // a test compares the tables and columns both build. Times are stored as
