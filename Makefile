@@ -8,7 +8,7 @@ CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hopgate
 JAEGER_BIN := $(CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
 export HOPGATE_JAEGER_BIN := $(JAEGER_BIN)
 
-.PHONY: all build test test-unit vet lint fmt-check demo dashboards jaeger prometheus bench fuzz soak clean
+.PHONY: all build test test-unit vet lint fmt-check demo dashboards jaeger prometheus postgres bench fuzz soak clean
 
 all: build
 
@@ -17,10 +17,11 @@ build:
 	$(GO) build -o $(BIN)/fakeupstream ./cmd/fakeupstream
 
 ## test: vet, formatting, then every test with the race detector, including the
-## end-to-end tests against a real Jaeger and a real Prometheus (built or
-## installed here first, so a clean machine passes too).
-test: fmt-check vet jaeger prometheus
+## end-to-end tests against a real Jaeger, a real Prometheus and a real
+## PostgreSQL (built or installed here first, so a clean machine passes too).
+test: fmt-check vet jaeger prometheus postgres
 	HOPGATE_PROMETHEUS_BIN=$$(command -v prometheus) HOPGATE_PROMTOOL_BIN=$$(command -v promtool) \
+	HOPGATE_PG_BIN_DIR=$$(bash deploy/postgres/install.sh | tail -n1) \
 		$(GO) test -race -timeout 20m $(PKGS)
 
 ## test-unit: the fast loop, no external components.
@@ -43,6 +44,11 @@ jaeger:
 ## prometheus: install Prometheus and promtool (Debian package) when missing.
 prometheus:
 	@bash deploy/prometheus/install.sh >/dev/null
+
+## postgres: install PostgreSQL's server (Debian package) when missing; tests
+## run their own throwaway clusters, never the system one.
+postgres:
+	@bash deploy/postgres/install.sh >/dev/null
 
 ## dashboards: regenerate dashboards/generated/*.json.
 dashboards:
