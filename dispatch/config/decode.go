@@ -24,6 +24,8 @@ type val[T any] struct {
 	node *yaml.Node
 }
 
+func (v val[T]) isSet() bool { return v.set }
+
 func (v val[T]) or(def T) T {
 	if v.set {
 		return v.v

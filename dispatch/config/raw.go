@@ -72,15 +72,18 @@ type rawPolicy struct {
 }
 
 type rawChannel struct {
-	node      *yaml.Node
-	id        val[string]
-	provider  val[string]
-	baseURL   val[string]
-	apiKeyEnv val[string]
-	region    val[string]
-	prefill   val[bool]
-	retries   val[int]
-	breaker   rawBreaker
+	node       *yaml.Node
+	id         val[string]
+	provider   val[string]
+	baseURL    val[string]
+	apiKeyEnv  val[string]
+	apiVersion val[string]
+	entraID    val[bool]
+	project    val[string]
+	region     val[string]
+	prefill    val[bool]
+	retries    val[int]
+	breaker    rawBreaker
 }
 
 type rawModel struct {
@@ -92,6 +95,7 @@ type rawModel struct {
 	fallbackModels  val[[]val[string]]
 	contextFallback val[string]
 	operations      val[[]val[string]]
+	maxTokens       val[int]
 }
 
 type rawEntry struct {
@@ -283,9 +287,12 @@ func (p *parser) channel(n *yaml.Node) *rawChannel {
 	}
 	ok := p.mapping(n, ctx, fields{
 		"id":          func(_, v *yaml.Node) { c.id = p.str(v, in("id", ctx)) },
-		"provider":    func(_, v *yaml.Node) { c.provider = p.enum(v, in("provider", ctx), ProviderOpenAI) },
+		"provider":    func(_, v *yaml.Node) { c.provider = p.enum(v, in("provider", ctx), providers...) },
 		"base_url":    func(_, v *yaml.Node) { c.baseURL = p.baseURL(v, in("base_url", ctx)) },
 		"api_key_env": func(_, v *yaml.Node) { c.apiKeyEnv = p.envName(v, in("api_key_env", ctx)) },
+		"api_version": func(_, v *yaml.Node) { c.apiVersion = p.str(v, in("api_version", ctx)) },
+		"entra_id":    func(_, v *yaml.Node) { c.entraID = p.boolean(v, in("entra_id", ctx)) },
+		"project":     func(_, v *yaml.Node) { c.project = p.str(v, in("project", ctx)) },
 		"region":      func(_, v *yaml.Node) { c.region = p.str(v, in("region", ctx)) },
 		"prefill":     func(_, v *yaml.Node) { c.prefill = p.boolean(v, in("prefill", ctx)) },
 		"retries":     func(_, v *yaml.Node) { c.retries = p.count(v, in("retries", ctx), 0) },
@@ -319,6 +326,9 @@ func (p *parser) model(n *yaml.Node) *rawModel {
 		"policy":           func(_, v *yaml.Node) { m.policy = p.policy(v, "policy of "+ctx, false) },
 		"fallback_models":  func(_, v *yaml.Node) { m.fallbackModels = p.strList(v, in("fallback_models", ctx)) },
 		"context_fallback": func(_, v *yaml.Node) { m.contextFallback = p.str(v, in("context_fallback", ctx)) },
+		"max_tokens_default": func(_, v *yaml.Node) {
+			m.maxTokens = p.count(v, in("max_tokens_default", ctx), 1)
+		},
 		"operations": func(_, v *yaml.Node) {
 			what := in("operations", ctx)
 			m.operations = p.strList(v, what)

@@ -84,15 +84,24 @@ type Telemetry struct {
 // Channel is one upstream endpoint.
 type Channel struct {
 	ID        string
-	Provider  string // "openai"
+	Provider  string // a provider family (ProviderOpenAI, ProviderAzure, …)
 	BaseURL   string // without trailing slash, e.g. https://api.openai.com/v1
 	APIKeyEnv string
 	APIKey    string // resolved at load from APIKeyEnv; never logged
-	Region    string
-	Prefill   bool
-	Retries   int     // same-channel retries, from policy unless set on the channel
-	Breaker   Breaker // resolved breaker policy of this channel
-	Line      int     // line of the channel in the config file
+	// APIVersion (azure): deployment URLs with ?api-version=; empty: the v1 API.
+	APIVersion string
+	// EntraID (azure): a Microsoft Entra ID token from the Azure SDK's
+	// credential chain instead of an api-key.
+	EntraID bool
+	// Project (vertex): the Google Cloud project.
+	Project string
+	// Region: the channel's region (metrics); for bedrock the AWS region
+	// and for vertex the Google Cloud location the requests go to.
+	Region  string
+	Prefill bool
+	Retries int     // same-channel retries, from policy unless set on the channel
+	Breaker Breaker // resolved breaker policy of this channel
+	Line    int     // line of the channel in the config file
 }
 
 // Breaker is a resolved breaker policy (DESIGN.md §2 L1).
@@ -107,13 +116,16 @@ type Breaker struct {
 
 // Model is a public model name and its chain.
 type Model struct {
-	Name            string
-	Chain           []Entry // sorted by price, cheapest first; ties keep file order; len ≤ 3
-	Policy          Policy  // resolved: global policy < profile < model policy
-	FallbackModels  []string
-	ContextFallback string
-	Operations      []string // operations served; default ["chat"]
-	Line            int
+	// MaxTokensDefault is sent to Anthropic-family channels when the
+	// client gave no max_tokens (required there; 0: none configured).
+	MaxTokensDefault int
+	Name             string
+	Chain            []Entry // sorted by price, cheapest first; ties keep file order; len ≤ 3
+	Policy           Policy  // resolved: global policy < profile < model policy
+	FallbackModels   []string
+	ContextFallback  string
+	Operations       []string // operations served; default ["chat"]
+	Line             int
 }
 
 // Entry is one chain entry.

@@ -10,8 +10,25 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// ProviderOpenAI is the only provider kind: an OpenAI-compatible HTTP API.
-const ProviderOpenAI = "openai"
+// Provider families (channels[].provider, DESIGN.md §8).
+const (
+	ProviderOpenAI    = "openai"    // OpenAI-compatible HTTP API, Bearer key
+	ProviderAzure     = "azure"     // Azure OpenAI: deployment URLs + api-version, or the v1 API; api-key or Entra ID
+	ProviderAnthropic = "anthropic" // Anthropic Messages, x-api-key
+	ProviderBedrock   = "bedrock"   // Claude on AWS Bedrock, SigV4 from the AWS default credential chain
+	ProviderVertex    = "vertex"    // Claude on Google Vertex AI, OAuth from Application Default Credentials
+)
+
+var providers = []string{ProviderOpenAI, ProviderAzure, ProviderAnthropic, ProviderBedrock, ProviderVertex}
+
+// AnthropicFamily reports whether a provider speaks Anthropic's Messages
+// API (bodies and stream events), whoever operates it.
+func AnthropicFamily(provider string) bool {
+	return provider == ProviderAnthropic || provider == ProviderBedrock || provider == ProviderVertex
+}
+
+// regionRE: an AWS region or Google location goes into a host name.
+var regionRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
 // Operations a model may serve (model.operations).
 const (
