@@ -45,6 +45,7 @@
 //	auth            mapping        see below
 //	admin           mapping        see below
 //	telemetry       mapping        see below
+//	status          mapping        see below
 //	policy          mapping        see below (global policy)
 //	channels        list           see below
 //	models          list           required, at least one
@@ -67,6 +68,13 @@
 //	record_content         bool              default false   reserved: true is refused until prompt/completion recording exists
 //	failover_log_size      int ≥ 0           default 200     entries kept for /admin/failovers
 //	path_header            bool              default true    send X-Hopgate-Path
+//	trace_url              URL template      default none    http(s) link-out with {trace_id} (trace UI)
+//	trace_ring.max_traces  int in [1, 1e6]   default 2000    traces /admin/traces holds
+//	trace_ring.max_bytes   int ≥ 65536       default 16 MiB  estimated bytes the ring may hold
+//
+// status:
+//
+//	enabled   bool   default true   public /status and /status.json on the main listener
 //
 // policy (global; the same block under models[].policy overrides it per
 // model, except breaker and retries, which are per channel):

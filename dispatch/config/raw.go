@@ -20,6 +20,7 @@ type rawFile struct {
 	auth          rawAuth
 	adminTokenEnv val[string]
 	telemetry     rawTelemetry
+	statusEnabled val[bool]
 	policy        rawPolicy
 	channels      []*rawChannel
 	models        []*rawModel
@@ -44,6 +45,9 @@ type rawTelemetry struct {
 	recordContent      val[bool]
 	failoverLogSize    val[int]
 	pathHeader         val[bool]
+	traceURL           val[string]
+	ringTraces         val[int]
+	ringBytes          val[int64]
 }
 
 type rawBreaker struct {
@@ -119,7 +123,12 @@ func (p *parser) file(root *yaml.Node) *rawFile {
 			})
 		},
 		"telemetry": func(_, v *yaml.Node) { f.telemetry = p.telemetry(v) },
-		"policy":    func(_, v *yaml.Node) { f.policy = p.policy(v, "policy", true) },
+		"status": func(_, v *yaml.Node) {
+			p.mapping(v, "status", fields{
+				"enabled": func(_, v *yaml.Node) { f.statusEnabled = p.boolean(v, "enabled in status") },
+			})
+		},
+		"policy": func(_, v *yaml.Node) { f.policy = p.policy(v, "policy", true) },
 		"channels": func(_, v *yaml.Node) {
 			p.sequence(v, "channels", func(_ int, item *yaml.Node) {
 				if c := p.channel(item); c != nil {
@@ -184,6 +193,15 @@ func (p *parser) telemetry(n *yaml.Node) rawTelemetry {
 		},
 		"failover_log_size": func(_, v *yaml.Node) { t.failoverLogSize = p.count(v, "failover_log_size in telemetry", 0) },
 		"path_header":       func(_, v *yaml.Node) { t.pathHeader = p.boolean(v, "path_header in telemetry") },
+		"trace_url":         func(_, v *yaml.Node) { t.traceURL = p.traceURL(v, "trace_url in telemetry") },
+		"trace_ring": func(_, v *yaml.Node) {
+			p.mapping(v, "trace_ring in telemetry", fields{
+				"max_traces": func(_, v *yaml.Node) {
+					t.ringTraces = p.countMax(v, "max_traces in trace_ring in telemetry", 1, MaxTraceRingTraces)
+				},
+				"max_bytes": func(_, v *yaml.Node) { t.ringBytes = p.integer(v, "max_bytes in trace_ring in telemetry", 64<<10) },
+			})
+		},
 	})
 	return t
 }
