@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jonboulle/clockwork"
 
@@ -35,3 +36,15 @@ func (discardProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 func (discardProcessor) OnEnd(sdktrace.ReadOnlySpan)                     {}
 func (discardProcessor) Shutdown(context.Context) error                  { return nil }
 func (discardProcessor) ForceFlush(context.Context) error                { return nil }
+
+// TraceLink fills a telemetry.trace_url template with a trace id ("" when
+// the template is empty). Pages and the dashboards' exemplar links use it.
+func TraceLink(template, traceID string) string {
+	if template == "" {
+		return ""
+	}
+	return strings.ReplaceAll(template, TraceURLPlaceholder, traceID)
+}
+
+// TraceURLPlaceholder is where a trace_url template takes the trace id.
+const TraceURLPlaceholder = "{trace_id}"

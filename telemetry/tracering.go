@@ -114,7 +114,8 @@ type TraceFilter struct {
 	Limit                   int // 0: no limit
 }
 
-func (f TraceFilter) match(t *TraceRecord) bool {
+// Match reports whether t passes the filter (Limit aside).
+func (f TraceFilter) Match(t *TraceRecord) bool {
 	return (f.Model == "" || t.Model == f.Model) &&
 		(f.Outcome == "" || t.Outcome == f.Outcome) &&
 		(f.Channel == "" || slices.Contains(t.Channels, f.Channel))
@@ -202,7 +203,7 @@ func (r *TraceRing) List(f TraceFilter) []*TraceRecord {
 	var out []*TraceRecord
 	for i := r.n - 1; i >= 0; i-- {
 		t := r.buf[(r.head+i)%len(r.buf)]
-		if f.match(t) {
+		if f.Match(t) {
 			out = append(out, t)
 			if f.Limit > 0 && len(out) == f.Limit {
 				break
