@@ -8,7 +8,7 @@ CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hopgate
 JAEGER_BIN := $(CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
 export HOPGATE_JAEGER_BIN := $(JAEGER_BIN)
 
-.PHONY: all build test test-unit vet lint fmt-check demo dashboards jaeger prometheus bench fuzz soak clean
+.PHONY: all build test test-unit vet lint fmt-check demo dashboards jaeger prometheus chromium screenshots bench fuzz soak clean
 
 all: build
 
@@ -17,10 +17,12 @@ build:
 	$(GO) build -o $(BIN)/fakeupstream ./cmd/fakeupstream
 
 ## test: vet, formatting, then every test with the race detector, including the
-## end-to-end tests against a real Jaeger and a real Prometheus (built or
-## installed here first, so a clean machine passes too).
-test: fmt-check vet jaeger prometheus
+## end-to-end tests against a real Jaeger and a real Prometheus and the browser
+## tests in Debian's Chromium (built or installed here first, so a clean
+## machine passes too).
+test: fmt-check vet jaeger prometheus chromium
 	HOPGATE_PROMETHEUS_BIN=$$(command -v prometheus) HOPGATE_PROMTOOL_BIN=$$(command -v promtool) \
+		HOPGATE_CHROMIUM_BIN=$$(bash deploy/chromium/install.sh 2>/dev/null | tail -n1) \
 		$(GO) test -race -timeout 20m $(PKGS)
 
 ## test-unit: the fast loop, no external components.
@@ -43,6 +45,17 @@ jaeger:
 ## prometheus: install Prometheus and promtool (Debian package) when missing.
 prometheus:
 	@bash deploy/prometheus/install.sh >/dev/null
+
+## chromium: install Debian's chromium (the browser tests drive it) when missing.
+chromium:
+	@bash deploy/chromium/install.sh >/dev/null
+
+## screenshots: the README's pictures of /admin, a trace view and /status,
+## taken by the browser tests (docs/screenshots/*.png; commit them).
+screenshots: chromium
+	HOPGATE_CHROMIUM_BIN=$$(bash deploy/chromium/install.sh 2>/dev/null | tail -n1) \
+		HOPGATE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots \
+		$(GO) test -count=1 -run 'TestOncallTilesDuringIncident|TestTraceViewFromFailoverLink|TestStatusShowsBadWindow' ./dispatch/browser
 
 ## dashboards: regenerate dashboards/generated/*.json.
 dashboards:

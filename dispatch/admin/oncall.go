@@ -203,11 +203,13 @@ func drawChart(series []telemetry.RatePoint) chart {
 		if !pen {
 			cmd = "M"
 		}
-		fmt.Fprintf(&b, "%s%.1f %.1f ", cmd, x, y)
 		if !pen && (i == len(series)-1 || series[i+1].Hops == 0) {
-			// A lone point: a short tick so it shows.
-			fmt.Fprintf(&b, "L%.1f %.1f ", x+2, y)
+			// A lone point (traffic in one step only, or only in the
+			// current one): a short flat stroke ending at it, so it shows.
+			fmt.Fprintf(&b, "M%.1f %.1f ", max(x-4, 0), y)
+			cmd = "L"
 		}
+		fmt.Fprintf(&b, "%s%.1f %.1f ", cmd, x, y)
 		pen = true
 	}
 	c.Path = strings.TrimSpace(b.String())

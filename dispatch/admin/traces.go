@@ -183,8 +183,8 @@ func spanRowOf(s *telemetry.SpanRecord, depth int, start time.Time, total time.D
 			r.GateClass = "discard"
 		}
 	}
-	for _, k := range []string{telemetry.AttrChannel, telemetry.AttrHopOutcome, "http.response.status_code",
-		telemetry.AttrErrorType, telemetry.AttrBreakerState, telemetry.AttrOutcome, telemetry.AttrDegradedReason} {
+	for _, k := range []string{telemetry.AttrChannel, "http.response.status_code", telemetry.AttrErrorType,
+		telemetry.AttrHopOutcome, telemetry.AttrBreakerState, telemetry.AttrOutcome, telemetry.AttrDegradedReason} {
 		if v := s.Attr(k); v != "" && !slices.Contains(r.Badges, v) {
 			r.Badges = append(r.Badges, shortKey(k)+"="+v)
 		}

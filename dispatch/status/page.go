@@ -44,7 +44,8 @@ const cacheFor = 5 * time.Second
 // Options configure a Service.
 type Options struct {
 	Store      Store                 // nil: NewMemoryStore()
-	Clock      clockwork.Clock       // nil: the real clock
+	Clock      clockwork.Clock       // dates the counts; nil: the real clock
+	FlushClock clockwork.Clock       // paces the flushes; nil: the real clock
 	Config     func() *config.Config // the configuration in force (models, status.enabled)
 	Logger     *slog.Logger          // nil: slog.Default()
 	FlushEvery time.Duration         // 0: DefaultFlushEvery
@@ -76,7 +77,7 @@ func New(o Options) *Service {
 		o.Logger = slog.Default()
 	}
 	return &Service{store: o.Store, clock: o.Clock, config: o.Config, log: o.Logger,
-		rec: NewRecorder(o.Store, o.Clock, o.FlushEvery, o.Logger)}
+		rec: NewRecorder(o.Store, o.Clock, o.FlushClock, o.FlushEvery, o.Logger)}
 }
 
 // Enabled reports status.enabled of the config in force.

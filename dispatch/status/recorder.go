@@ -46,7 +46,8 @@ const (
 // goroutine and never waits on the store.
 type Recorder struct {
 	store Store
-	clock clockwork.Clock
+	clock clockwork.Clock // dates the counts
+	tick  clockwork.Clock // paces Run
 	every time.Duration
 	log   *slog.Logger
 
@@ -58,12 +59,17 @@ type Recorder struct {
 	flushMu sync.Mutex // one flush at a time
 }
 
-// NewRecorder returns a recorder writing to store every `every` (0:
-// DefaultFlushEvery) on clock (nil: real); log receives flush failures
-// (nil: slog.Default()).
-func NewRecorder(store Store, clock clockwork.Clock, every time.Duration, log *slog.Logger) *Recorder {
+// NewRecorder returns a recorder dating counts on clock and writing them to
+// store every `every` (0: DefaultFlushEvery) of tick; nil clocks are the
+// real clock. The two are apart because a gateway under test runs on a
+// fake clock whose waiters its tests count: a flush ticker there would be
+// one more. log receives flush failures (nil: slog.Default()).
+func NewRecorder(store Store, clock, tick clockwork.Clock, every time.Duration, log *slog.Logger) *Recorder {
 	if clock == nil {
 		clock = clockwork.NewRealClock()
+	}
+	if tick == nil {
+		tick = clockwork.NewRealClock()
 	}
 	if every <= 0 {
 		every = DefaultFlushEvery
@@ -71,7 +77,7 @@ func NewRecorder(store Store, clock clockwork.Clock, every time.Duration, log *s
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Recorder{store: store, clock: clock, every: every, log: log, pending: map[bucketKey]okFailed{}}
+	return &Recorder{store: store, clock: clock, tick: tick, every: every, log: log, pending: map[bucketKey]okFailed{}}
 }
 
 // Record counts one finished request of model with outcome (see Classify).
@@ -114,7 +120,7 @@ func (r *Recorder) dropOldestLocked() {
 // Run flushes every interval until ctx ends, then flushes once more (with
 // its own timeout) so a drained process loses no count.
 func (r *Recorder) Run(ctx context.Context) {
-	t := r.clock.NewTicker(r.every)
+	t := r.tick.NewTicker(r.every)
 	defer t.Stop()
 	for {
 		select {

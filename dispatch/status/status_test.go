@@ -90,7 +90,7 @@ func TestClassify(t *testing.T) {
 func TestRecorderBatchesAndRetries(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(t0)
 	st := &flakyStore{MemoryStore: NewMemoryStore()}
-	r := NewRecorder(st, clock, time.Second, nil)
+	r := NewRecorder(st, clock, clock, time.Second, nil)
 	for range 3 {
 		r.Record("m", telemetry.OutcomeOK)
 	}
@@ -135,7 +135,7 @@ func TestRecorderBatchesAndRetries(t *testing.T) {
 func TestRecordNeverWaitsOnTheStore(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(t0)
 	st := &flakyStore{MemoryStore: NewMemoryStore(), block: make(chan struct{})}
-	r := NewRecorder(st, clock, time.Second, nil)
+	r := NewRecorder(st, clock, clock, time.Second, nil)
 	r.Record("m", telemetry.OutcomeOK)
 	flushed := make(chan error)
 	go func() { flushed <- r.Flush(context.Background()) }()
@@ -185,7 +185,7 @@ func TestRecordNeverWaitsOnTheStore(t *testing.T) {
 func TestRunFlushesOnTheClockAndAtStop(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(t0)
 	st := NewMemoryStore()
-	r := NewRecorder(st, clock, 10*time.Second, nil)
+	r := NewRecorder(st, clock, clock, 10*time.Second, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
