@@ -24,9 +24,14 @@ func (t *Telemetry) attachPages(fp *failoverProcessor, o Options) {
 // ringOnlyProcessor is the failover-aware sampler with nothing behind it:
 // with no exporter configured it still decides which traces are
 // interesting, for the ring. It buffers a request's few spans until its
-// root ends, then drops them (or copies them into the ring).
-func ringOnlyProcessor(clock clockwork.Clock) *failoverProcessor {
-	return newFailoverProcessor(discardProcessor{}, 0, clock)
+// root ends, then drops them (or copies them into the ring). Healthy
+// traces are "kept" only for a ring that wants them (KeepHealthy), at the
+// healthy ratio.
+func ringOnlyProcessor(clock clockwork.Clock, healthyRatio float64, o TraceRingOptions) *failoverProcessor {
+	if !o.KeepHealthy {
+		healthyRatio = 0
+	}
+	return newFailoverProcessor(discardProcessor{}, healthyRatio, clock)
 }
 
 // discardProcessor ends the chain of ringOnlyProcessor.

@@ -228,6 +228,7 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 			ringIt = true
 		case keepHealthy(p.healthy, id):
 			p.counts.healthyKept.Add(1)
+			ringIt = p.ring.keepsHealthy()
 		default:
 			p.counts.healthyDropped.Add(1)
 			keep = false
@@ -316,7 +317,7 @@ func (p *failoverProcessor) keepAll(s sdktrace.ReadOnlySpan, id trace.TraceID, i
 		} else {
 			p.counts.healthyKept.Add(1)
 		}
-		p.ring.finish(s, interesting)
+		p.ring.finish(s, interesting || p.ring.keepsHealthy())
 	case isErr:
 		p.mu.Lock()
 		if _, ok := p.errored[id]; !ok {

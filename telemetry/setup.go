@@ -124,7 +124,7 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	}
 	ringFP := fp
 	if fp == nil && kind != exporterDisabled {
-		ringFP = ringOnlyProcessor(o.Clock) // no backend: the ring still fills
+		ringFP = ringOnlyProcessor(o.Clock, ratio, o.TraceRing) // no backend: the ring still fills
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(ringFP))
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)

@@ -35,6 +35,11 @@ const (
 type TraceRingOptions struct {
 	MaxTraces int   // traces held; 0: DefaultTraceRingTraces
 	MaxBytes  int64 // estimated bytes held; 0: DefaultTraceRingBytes
+	// KeepHealthy also puts the healthy traces the sampler keeps (at the
+	// healthy ratio) into the ring. Off in production, where they would
+	// push out the failovers; the demo turns it on so every step it plays
+	// has a trace view.
+	KeepHealthy bool
 }
 
 // Attr is one span attribute or event attribute, its value as a string.
@@ -142,6 +147,7 @@ type TraceRingStats struct {
 type TraceRing struct {
 	maxTraces int
 	maxBytes  int64
+	healthy   bool // KeepHealthy
 
 	mu      sync.Mutex
 	buf     []*TraceRecord // FIFO ring, oldest at head
@@ -176,11 +182,15 @@ func NewTraceRing(o TraceRingOptions) *TraceRing {
 	return &TraceRing{
 		maxTraces: o.MaxTraces,
 		maxBytes:  o.MaxBytes,
+		healthy:   o.KeepHealthy,
 		buf:       make([]*TraceRecord, o.MaxTraces),
 		byID:      make(map[trace.TraceID]*TraceRecord),
 		pending:   make(map[trace.TraceID][]sdktrace.ReadOnlySpan),
 	}
 }
+
+// keepsHealthy reports KeepHealthy.
+func (r *TraceRing) keepsHealthy() bool { return r != nil && r.healthy }
 
 // Get returns the trace with id, or nil. The record must not be modified.
 func (r *TraceRing) Get(id trace.TraceID) *TraceRecord {

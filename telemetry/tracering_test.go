@@ -289,3 +289,15 @@ func TestErrorRates(t *testing.T) {
 		t.Fatal("unknown channel")
 	}
 }
+
+// TestTraceRingKeepHealthy: with KeepHealthy (the demo), the healthy
+// traces the sampler keeps enter the ring too, with or without an
+// exporter.
+func TestTraceRingKeepHealthy(t *testing.T) {
+	for _, exp := range []sdktrace.SpanExporter{nil, tracetest.NewInMemoryExporter()} {
+		tel := setupRing(t, 1, exp, TraceRingOptions{KeepHealthy: true})
+		if id := ringRequest(tel.TracerProvider, "m", "a:ok", false, ""); tel.Traces.Get(id) == nil {
+			t.Errorf("exporter %v: the healthy trace is not in the ring", exp != nil)
+		}
+	}
+}
