@@ -172,6 +172,7 @@ func TestOncallPage(t *testing.T) {
 	_, body = f.get(t, "/admin")
 	for _, want := range []string{
 		`<h2>Breakers — eu-west-1</h2>`,
+		`<a class="tile closed" href="/admin/traces?channel=a"`,
 		`href="/admin/traces/` + id + `"`,
 		`href="http://jaeger.example:16686/trace/` + id + `"`,
 		`sk:open → a:stream_error → b:ok`,

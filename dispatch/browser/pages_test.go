@@ -45,7 +45,11 @@ func TestOncallTilesDuringIncident(t *testing.T) {
 	in := newIncident(t, "")
 	b := newBrowser(t)
 
-	in.expectPath(t, false, "cheap-eu:ok")
+	// Two healthy minutes first, so the error-rate chart has a history.
+	for range 6 {
+		in.expectPath(t, false, "cheap-eu:ok")
+		in.clock.Advance(20 * time.Second)
+	}
 	b.do(t, "load /admin", chromedp.Navigate(in.admin+"/admin"), chromedp.WaitVisible(css(`.tile[data-channel="cheap-eu"]`)))
 	if c := tileColour(t, b, "cheap-eu"); c != green {
 		t.Fatalf("healthy: cheap-eu tile %s, want green %s", c, green)
@@ -57,12 +61,25 @@ func TestOncallTilesDuringIncident(t *testing.T) {
 	}
 	b.do(t, "reload /admin", chromedp.Navigate(in.admin+"/admin"), chromedp.WaitVisible(css(`.tile.open`)))
 	reopen := get(t, b, "reopen time", chromedp.Text(css(`.tile[data-channel="cheap-eu"] .tile-reopen`)))
-	if c := tileColour(t, b, "cheap-eu"); c != red || !strings.Contains(reopen, "half-open at 09:42:30 UTC (in 60s)") {
+	wantReopen := "half-open at " + in.clock.Now().Add(time.Minute).UTC().Format("15:04:05") + " UTC (in 60s)"
+	if c := tileColour(t, b, "cheap-eu"); c != red || !strings.Contains(reopen, wantReopen) {
 		t.Fatalf("open: cheap-eu tile %s %q, want red %s with its reopen time", c, reopen, red)
 	}
 	in.expectPath(t, false, "cheap-eu:open -> mid-us:ok")
 	b.do(t, "reload /admin", chromedp.Navigate(in.admin+"/admin"), chromedp.WaitVisible(css(`.tile.open`)))
 	b.screenshot(t, "admin")
+
+	// Two clicks from the red tile to one failed request's trace: the
+	// tile lists the kept traces through the channel, newest first.
+	b.do(t, "click the red tile", chromedp.Click(css(`.tile[data-channel="cheap-eu"]`)), chromedp.WaitVisible(css(`table.traces a.trace-link`)))
+	if first := get(t, b, "newest trace", chromedp.Text(css(`table.traces td.path`))); first != "cheap-eu:open → mid-us:ok" {
+		t.Errorf("the tile's newest trace has path %q", first)
+	}
+	b.do(t, "click the trace", chromedp.Click(css(`table.traces a.trace-link`)), chromedp.WaitVisible(css(`.waterfall`)))
+	if skip := eval[int](t, b, `document.querySelectorAll('details.span.skip').length`); skip != 1 {
+		t.Errorf("the trace of a skipped request shows %d breaker skips", skip)
+	}
+	b.do(t, "back to /admin", chromedp.Navigate(in.admin+"/admin"), chromedp.WaitVisible(css(`.tile.open`)))
 
 	in.clock.Advance(time.Minute) // the cooldown ends: half-open
 	refresh(t, b)
