@@ -57,6 +57,7 @@ type Metrics struct {
 	genAITokens        metric.Int64Histogram
 
 	breakers atomic.Pointer[func() []BreakerObservation]
+	rates    *ErrorRates // the on-call page's per-channel error rate
 
 	// attrs caches the measurement option of each label tuple of the
 	// per-request instruments (hop, request, gate, cost, GenAI): building an
@@ -238,6 +239,7 @@ func (m *Metrics) Hop(ctx context.Context, channel, channelRegion, model, operat
 	})
 	m.hops.Add(ctx, 1, attrs.add...)
 	m.hopDuration.Record(ctx, d.Seconds(), attrs.rec...)
+	m.rates.observe(channel, outcome)
 }
 
 // Request counts one client request by its final outcome.

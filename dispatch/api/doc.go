@@ -4,5 +4,7 @@
 // authentication, and the front-door checks that keep bad input away from
 // upstreams (method, key, body size, JSON or multipart body, model,
 // operation). A request that passes is handed to dispatch.Engine; the
-// package never talks to an upstream itself.
+// package never talks to an upstream itself. The public status page
+// (/status, /status.json; package status) is routed here too (status.go),
+// and each proxied request's outcome is counted for it.
 package api

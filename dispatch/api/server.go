@@ -21,6 +21,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/status"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -31,6 +32,7 @@ type Server struct {
 	engine *dispatch.Engine
 	tel    *telemetry.Telemetry
 	log    *slog.Logger
+	status *status.Service // status.go; nil: /status answers like an unknown route
 }
 
 // New builds the API server. tel and log may be nil (no-op telemetry,
@@ -81,9 +83,11 @@ func (s *Server) Handler() http.Handler {
 		}), name, opts...))
 	}
 	mux.Handle("/v1/models", otelhttp.NewHandler(http.HandlerFunc(s.models), "GET /v1/models", opts...))
-	mux.Handle("/", otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	notFound := otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, apierror.NotFound(r.URL.Path))
-	}), "unknown route", opts...))
+	}), "unknown route", opts...)
+	mux.Handle("/", notFound)
+	s.routeStatus(mux, notFound)
 	return mux
 }
 
@@ -121,6 +125,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	res := s.engine.Serve(w, r, req)
+	s.status.Record(req.Model.Name, res.Outcome)
 	s.logRequest(r, req, res)
 	if res.Aborted {
 		// A binary body was cut after its headers went out: break the

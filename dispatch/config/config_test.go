@@ -55,7 +55,8 @@ func TestCanonicalFile(t *testing.T) {
 	if c.MaxBodyBytes != 10485760 {
 		t.Errorf("MaxBodyBytes = %d, want 10485760", c.MaxBodyBytes)
 	}
-	if want := (Telemetry{HealthySampleRatio: 1, FailoverLogSize: 200, Path: true, TrustInboundTrace: true}); c.Telemetry != want {
+	if want := (Telemetry{HealthySampleRatio: 1, FailoverLogSize: 200, Path: true, TrustInboundTrace: true,
+		TraceRingTraces: 2000, TraceRingBytes: 16 << 20}); c.Telemetry != want || !c.Status.Enabled {
 		t.Errorf("Telemetry = %+v, want %+v", c.Telemetry, want)
 	}
 	if c.Auth.Mode != AuthKeys || len(c.Auth.Keys) != 1 || c.Auth.Keys[0].ID != "team-a" ||
@@ -311,6 +312,16 @@ func TestValidationErrors(t *testing.T) {
 			skeleton("", "", "    operations: []\n"), 7, `operations of model "m" must not be empty`},
 		{"sample ratio", "a ratio is in [0, 1]",
 			skeleton("", "", "telemetry: {healthy_sample_ratio: 2}\n"), 7, `healthy_sample_ratio in telemetry must be between 0 and 1`},
+		{"trace_url without placeholder", "a link that cannot name the trace",
+			skeleton("", "", "telemetry: {trace_url: \"http://jaeger:16686/trace/\"}\n"), 7, `must contain {trace_id}`},
+		{"trace_url relative", "the pages link out to another host",
+			skeleton("", "", "telemetry: {trace_url: \"/trace/{trace_id}\"}\n"), 7, `must be an absolute http or https URL`},
+		{"trace_url javascript", "a link on the admin pages must not run code",
+			skeleton("", "", "telemetry: {trace_url: \"javascript:alert('{trace_id}')\"}\n"), 7, `must be an absolute http or https URL`},
+		{"trace ring too small", "a ring under 64 KiB holds nearly nothing",
+			skeleton("", "", "telemetry: {trace_ring: {max_bytes: 10}}\n"), 7, `max_bytes in trace_ring in telemetry must be at least 65536`},
+		{"status not a bool", "status.enabled is a switch",
+			skeleton("", "", "status: {enabled: maybe}\n"), 7, `enabled in status must be`},
 		{"max_body_bytes zero", "a zero limit rejects every request",
 			skeleton("", "", "max_body_bytes: 0\n"), 7, `max_body_bytes must be at least 1`},
 		{"merge key", "<< would hide keys from strict checking",
@@ -564,7 +575,8 @@ models:
     chain: [{channel: b}]
 `
 	c := mustParse(t, y, env())
-	if c.MaxBodyBytes != 1024 || c.Telemetry != (Telemetry{0.1, false, 5, false, false}) {
+	if want := (Telemetry{HealthySampleRatio: 0.1, FailoverLogSize: 5, TraceRingTraces: DefaultTraceRingTraces,
+		TraceRingBytes: DefaultTraceRingBytes}); c.MaxBodyBytes != 1024 || c.Telemetry != want {
 		t.Errorf("top level = %d %+v", c.MaxBodyBytes, c.Telemetry)
 	}
 	a := c.Channel("a")
@@ -660,5 +672,22 @@ func TestRecordContentRefused(t *testing.T) {
 	var list ErrorList
 	if !errors.As(err, &list) || len(list) != 1 || list[0].Line != 2 || !strings.Contains(list[0].Msg, "record_content") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// The keys of the on-call pages (DESIGN.md §10): trace_url is a template
+// kept as written (a Grafana Explore link has braces and quotes of its
+// own), the ring bounds and the status switch resolve with their defaults.
+func TestPagesKeys(t *testing.T) {
+	c := mustParse(t, string(skeleton("", "", "")), env())
+	if c.Telemetry.TraceURL != "" || !c.Status.Enabled || c.Telemetry.TraceRingTraces != DefaultTraceRingTraces ||
+		c.Telemetry.TraceRingBytes != DefaultTraceRingBytes {
+		t.Fatalf("defaults: %+v %+v", c.Telemetry, c.Status)
+	}
+	explore := `http://grafana:3000/explore?left={"datasource":"tempo","queries":[{"query":"{trace_id}"}]}`
+	y := string(skeleton("", "", "status: {enabled: false}\ntelemetry:\n  trace_url: '"+explore+"'\n  trace_ring: {max_traces: 50, max_bytes: 1048576}\n"))
+	c = mustParse(t, y, env())
+	if c.Telemetry.TraceURL != explore || c.Status.Enabled || c.Telemetry.TraceRingTraces != 50 || c.Telemetry.TraceRingBytes != 1<<20 {
+		t.Fatalf("set: %+v %+v", c.Telemetry, c.Status)
 	}
 }

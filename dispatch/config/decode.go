@@ -298,6 +298,8 @@ const (
 	MaxBreakerFailures    = 1000
 	MaxBreakerMinRequests = 1_000_000
 	MaxBreakerWindow      = time.Hour
+	// The trace ring allocates one slot per trace up front.
+	MaxTraceRingTraces = 1_000_000
 )
 
 // countMax is count with an upper bound.

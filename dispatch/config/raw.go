@@ -20,6 +20,7 @@ type rawFile struct {
 	auth          rawAuth
 	adminTokenEnv val[string]
 	telemetry     rawTelemetry
+	statusEnabled val[bool]
 	policy        rawPolicy
 	channels      []*rawChannel
 	models        []*rawModel
@@ -45,6 +46,9 @@ type rawTelemetry struct {
 	failoverLogSize    val[int]
 	pathHeader         val[bool]
 	trustInboundTrace  val[bool]
+	traceURL           val[string]
+	ringTraces         val[int]
+	ringBytes          val[int64]
 }
 
 type rawBreaker struct {
@@ -124,7 +128,12 @@ func (p *parser) file(root *yaml.Node) *rawFile {
 			})
 		},
 		"telemetry": func(_, v *yaml.Node) { f.telemetry = p.telemetry(v) },
-		"policy":    func(_, v *yaml.Node) { f.policy = p.policy(v, "policy", true) },
+		"status": func(_, v *yaml.Node) {
+			p.mapping(v, "status", fields{
+				"enabled": func(_, v *yaml.Node) { f.statusEnabled = p.boolean(v, "enabled in status") },
+			})
+		},
+		"policy": func(_, v *yaml.Node) { f.policy = p.policy(v, "policy", true) },
 		"channels": func(_, v *yaml.Node) {
 			p.sequence(v, "channels", func(_ int, item *yaml.Node) {
 				if c := p.channel(item); c != nil {
@@ -191,6 +200,15 @@ func (p *parser) telemetry(n *yaml.Node) rawTelemetry {
 		"path_header":       func(_, v *yaml.Node) { t.pathHeader = p.boolean(v, "path_header in telemetry") },
 		"trust_inbound_trace": func(_, v *yaml.Node) {
 			t.trustInboundTrace = p.boolean(v, "trust_inbound_trace in telemetry")
+		},
+		"trace_url": func(_, v *yaml.Node) { t.traceURL = p.traceURL(v, "trace_url in telemetry") },
+		"trace_ring": func(_, v *yaml.Node) {
+			p.mapping(v, "trace_ring in telemetry", fields{
+				"max_traces": func(_, v *yaml.Node) {
+					t.ringTraces = p.countMax(v, "max_traces in trace_ring in telemetry", 1, MaxTraceRingTraces)
+				},
+				"max_bytes": func(_, v *yaml.Node) { t.ringBytes = p.integer(v, "max_bytes in trace_ring in telemetry", 64<<10) },
+			})
 		},
 	})
 	return t

@@ -17,6 +17,8 @@ const (
 	DefaultAdminListen     = "127.0.0.1:9090"
 	DefaultMaxBodyBytes    = 10 << 20
 	DefaultFailoverLogSize = 200
+	DefaultTraceRingTraces = 2000
+	DefaultTraceRingBytes  = 16 << 20
 	// DefaultDegradedMessage is the content of the opt-in 200 degraded reply.
 	DefaultDegradedMessage = "The service is temporarily overloaded. Please retry shortly."
 )
@@ -125,7 +127,11 @@ func (p *parser) resolve(f *rawFile) *Config {
 			FailoverLogSize:    f.telemetry.failoverLogSize.or(DefaultFailoverLogSize),
 			Path:               f.telemetry.pathHeader.or(true),
 			TrustInboundTrace:  f.telemetry.trustInboundTrace.or(true),
+			TraceURL:           f.telemetry.traceURL.or(""),
+			TraceRingTraces:    f.telemetry.ringTraces.or(DefaultTraceRingTraces),
+			TraceRingBytes:     f.telemetry.ringBytes.or(DefaultTraceRingBytes),
 		},
+		Status:   Status{Enabled: f.statusEnabled.or(true)},
 		channels: map[string]*Channel{},
 		models:   map[string]*Model{},
 	}

@@ -14,6 +14,7 @@ type Config struct {
 	Auth      Auth
 	Admin     Admin
 	Telemetry Telemetry
+	Status    Status
 
 	Channels []*Channel          // file order
 	Models   []*Model            // file order
@@ -79,7 +80,21 @@ type Telemetry struct {
 	// False on a public endpoint: each request starts its own trace, with
 	// a link to the client's, so clients cannot choose trace ids.
 	TrustInboundTrace bool
+	// TraceURL links every trace id on the admin pages (and the
+	// dashboards' exemplars) to the operator's trace UI: a template with
+	// {trace_id}, e.g. http://jaeger:16686/trace/{trace_id}. Empty: none.
+	TraceURL        string
+	TraceRingTraces int   // traces /admin/traces holds; default 2000
+	TraceRingBytes  int64 // estimated bytes it may hold; default 16 MiB
 }
+
+// Status configures the public status page (/status, /status.json).
+type Status struct {
+	Enabled bool // default true
+}
+
+// TraceURLPlaceholder is what telemetry.trace_url must contain.
+const TraceURLPlaceholder = "{trace_id}"
 
 // Channel is one upstream endpoint.
 type Channel struct {

@@ -116,6 +116,32 @@ func (p *parser) baseURL(n *yaml.Node, what string) val[string] {
 	return v
 }
 
+// traceURL reads telemetry.trace_url: an absolute http(s) URL (a link
+// on the admin pages) that contains {trace_id} where the trace id goes.
+func (p *parser) traceURL(n *yaml.Node, what string) val[string] {
+	v := p.str(n, what)
+	if !v.set {
+		return v
+	}
+	var why string
+	u, err := url.Parse(strings.ReplaceAll(v.v, TraceURLPlaceholder, "0"))
+	switch {
+	case !strings.Contains(v.v, TraceURLPlaceholder):
+		why = "it must contain " + TraceURLPlaceholder + ", where the trace id goes"
+	case err != nil:
+		why = "it does not parse"
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		why = "it must be an absolute http or https URL, like http://127.0.0.1:16686/trace/{trace_id}"
+	case u.User != nil:
+		why = "credentials in the URL are not allowed"
+	}
+	if why != "" {
+		p.errorf(v.node, "%s is not a valid trace URL template (%q): %s", what, v.v, why)
+		return val[string]{}
+	}
+	return v
+}
+
 // envName reads the name of an environment variable (not its value).
 func (p *parser) envName(n *yaml.Node, what string) val[string] {
 	v := p.str(n, what)

@@ -17,6 +17,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/api"
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/status"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -41,6 +42,9 @@ type Options struct {
 	// per-request memory bounds (dispatch.Options). Zero keeps the defaults.
 	MaxFrame, MaxHeld int
 	MaxResponseBody   int64
+	// StatusStore keeps the status page's history (/status). Nil: an
+	// in-process status.MemoryStore, until the shared store is wired.
+	StatusStore status.Store
 }
 
 // Gateway is a running hopgate: main and admin listeners over one engine.
@@ -52,6 +56,9 @@ type Gateway struct {
 	engine  *dispatch.Engine
 	api     *api.Server
 	admin   *admin.Server
+	status  *status.Service
+	stopSt  context.CancelFunc
+	stDone  chan struct{}
 	main    *http.Server
 	adm     *http.Server
 	mainLn  net.Listener
@@ -80,6 +87,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 			HealthyRatio:    cfg.Telemetry.HealthySampleRatio,
 			FailoverLogSize: cfg.Telemetry.FailoverLogSize,
 			Clock:           clock,
+			TraceRing:       telemetry.TraceRingOptions{MaxTraces: cfg.Telemetry.TraceRingTraces, MaxBytes: cfg.Telemetry.TraceRingBytes},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: %w", err)
@@ -93,6 +101,8 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		MaxFrame: o.MaxFrame, MaxHeld: o.MaxHeld, MaxResponseBody: o.MaxResponseBody,
 	})
 	g.api = api.New(cfg, g.engine, g.tel, g.log)
+	g.status = status.New(status.Options{Store: o.StatusStore, Clock: clock, Config: g.api.Config, Logger: g.log})
+	g.api.SetStatus(g.status)
 	g.tel.Metrics.ObserveBreakers(func() []telemetry.BreakerObservation {
 		return g.engine.BreakerObservations(g.api.Config())
 	})
@@ -120,6 +130,9 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	}
 	g.adm = &http.Server{Handler: g.admin.Handler(), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+	stCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	g.stopSt, g.stDone = stop, make(chan struct{})
+	go func() { defer close(g.stDone); g.status.Run(stCtx) }()
 	g.serve(g.main, g.mainLn)
 	g.serve(g.adm, g.adminLn)
 	g.admin.SetReady(true)
@@ -163,6 +176,9 @@ func (g *Gateway) AdminAddr() string { return g.adminLn.Addr().String() }
 // Engine exposes the engine (tests, demo).
 func (g *Gateway) Engine() *dispatch.Engine { return g.engine }
 
+// Status exposes the status page's service (tests flush it).
+func (g *Gateway) Status() *status.Service { return g.status }
+
 // Telemetry exposes the telemetry in use.
 func (g *Gateway) Telemetry() *telemetry.Telemetry { return g.tel }
 
@@ -202,6 +218,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	defer acancel()
 	_ = g.adm.Shutdown(actx)
 	g.wg.Wait()
+	g.stopSt() // after the drain: the last requests are counted, then flushed
+	<-g.stDone
 	g.closeTel(actx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil // drained as far as the grace period allowed: a clean exit
