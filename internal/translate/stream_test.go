@@ -368,5 +368,3 @@ func TestStreamsWriteNothingAfterTheEnd(t *testing.T) {
 		t.Errorf("wrote after message_stop: %s", out)
 	}
 }
-
-

@@ -17,6 +17,7 @@ type ChatToMessagesStream struct {
 	inspect  gate.ChatInspector
 	started  bool // message_start written
 	finished bool // a finish_reason was seen
+	refused  bool // a refusal was streamed
 	done     bool // message_stop written
 	stop     string
 	open     int       // Anthropic index of the open block, -1 if none
@@ -94,6 +95,7 @@ func (s *ChatToMessagesStream) Event(dst []byte, name string, data []byte) ([]by
 		}
 		if t := ch.Delta.Refusal; t != nil && *t != "" {
 			dst = s.appendText(dst, *t)
+			s.refused = true
 		}
 		for j := range ch.Delta.ToolCalls {
 			tc := &ch.Delta.ToolCalls[j]
@@ -125,6 +127,9 @@ func (s *ChatToMessagesStream) Event(dst []byte, name string, data []byte) ([]by
 			dst = s.closeOpen(dst)
 			if !s.finished {
 				s.finished, s.stop = true, *ch.FinishReason
+				if s.refused && s.stop == "stop" {
+					s.stop = "content_filter" // as ChatCompletionToMessage reads a refusal
+				}
 			}
 		}
 	}

@@ -128,25 +128,41 @@ func openAIType(anType string) string {
 	}
 }
 
-// anthropicTypeForOpenAI is the Anthropic error type of an OpenAI error
-// (type and code), or of its status when neither says more.
+// anthropicTypeForOpenAI is the Anthropic error type of an OpenAI error:
+// its code when it names the cause, else its HTTP status, else (in-band,
+// no status) its type.
 func anthropicTypeForOpenAI(status int, typ, code string) string {
-	switch {
-	case code == "context_length_exceeded", code == "content_filter", code == "invalid_request", typ == "invalid_request_error" && status < 500:
+	switch code {
+	case "context_length_exceeded", "content_filter", "invalid_request":
 		return "invalid_request_error"
-	case code == "insufficient_quota", typ == "insufficient_quota":
+	case "insufficient_quota":
 		return "billing_error"
-	case code == "rate_limit_exceeded", typ == "rate_limit_error", typ == "requests", typ == "tokens":
+	case "rate_limit_exceeded":
 		return "rate_limit_error"
-	case code == "invalid_api_key", typ == "authentication_error":
+	case "invalid_api_key":
 		return "authentication_error"
-	case code == "engine_overloaded", code == "overloaded_error":
+	case "model_not_found":
+		return "not_found_error"
+	case "engine_overloaded", "overloaded_error":
 		return "overloaded_error"
 	}
-	if status == 0 || status == http.StatusOK {
-		return "api_error" // in-band
+	if status >= 400 {
+		if status == http.StatusTooManyRequests && typ == "insufficient_quota" {
+			return "billing_error"
+		}
+		return anthropicTypeFor(status)
 	}
-	return anthropicTypeFor(status)
+	switch typ {
+	case "invalid_request_error":
+		return "invalid_request_error"
+	case "insufficient_quota":
+		return "billing_error"
+	case "rate_limit_error", "requests", "tokens":
+		return "rate_limit_error"
+	case "authentication_error":
+		return "authentication_error"
+	}
+	return "api_error"
 }
 
 // AnthropicErrorToOpenAI renders an Anthropic-family error body (Anthropic,
