@@ -50,6 +50,15 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
+func readFileB(b *testing.B, path string) []byte {
+	b.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", path))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw
+}
+
 func indent(t *testing.T, b []byte) []byte {
 	t.Helper()
 	var out bytes.Buffer
