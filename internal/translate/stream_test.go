@@ -344,13 +344,17 @@ func TestMessagesToChatStreamGate(t *testing.T) {
 		{"finish", "message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, gate.Finish},
 		{"error event", "error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, gate.Error},
 		{"error event that is not JSON", "error", `Overloaded`, gate.Error},
+		{"Bedrock exception passed as an error event", "error", `{"message":"Too many requests, please wait before trying again."}`, gate.Error},
 		{"message_stop is done", "message_stop", `{"type":"message_stop"}`, gate.Done},
 	}
 	s := NewMessagesToChatStream(ChatStreamOptions{})
 	for _, c := range cases {
-		_, info := s.Event(nil, c.event, []byte(c.data))
+		out, info := s.Event(nil, c.event, []byte(c.data))
 		if info.Kind != c.want {
 			t.Errorf("%s: kind %v, want %v", c.name, info.Kind, c.want)
+		}
+		if c.want == gate.Error && (!bytes.HasPrefix(out, []byte(`data: {"error":{`)) || strings.Contains(c.data, "Too many") && info.ErrorMessage == "") {
+			t.Errorf("%s: error frame %q, message %q", c.name, out, info.ErrorMessage)
 		}
 	}
 }

@@ -101,7 +101,10 @@ func (s *MessagesToChatStream) Event(dst []byte, name string, data []byte) ([]by
 	*ev = anEvent{}
 	if err := json.Unmarshal(data, ev); err != nil {
 		if name == "error" {
-			return appendChatError(dst, "api_error", ""), gate.Info{Kind: gate.Error}
+			// Not Anthropic's shape: a Bedrock exception event
+			// ({"message": …}) the caller passes as an error, or text.
+			msg, _, _, _, _ := parseError(data)
+			return appendChatError(dst, "api_error", msg), gate.Info{Kind: gate.Error, ErrorMessage: truncateMessage(msg)}
 		}
 		return dst, gate.Info{Kind: gate.Malformed}
 	}
