@@ -106,11 +106,18 @@ After 200 (streams; non-stream requests get the body analogue):
   bad-json             200 with a non-JSON body
   endless-frame        a data line that never ends
   endless-body         a non-stream body that never ends
+  stream-error-after=3 3 content frames, then the dialect's in-stream error, then a clean end
+  cut-before-finish    all content (blocks closed), then the connection dies before the finish
+Dialect faults:
+  model-not-ready      bedrock: 429 ModelNotReadyException
 Options:
   tokens=50            answer length (default 8; 2*cut with cut)
-  tool-calls           stream tool_calls deltas instead of content
+  tool-calls           stream tool_calls deltas (Anthropic: a tool_use block) instead of content
   frame-delay=20ms     delay between frames for this model
   once | times=2       fault only the first 1 or 2 attempts (also 503-once, 503-times=2)
+  stop=REASON          finish_reason (openai, azure) or stop_reason (anthropic, bedrock, vertex)
+  error=TYPE           type of the in-stream error: overloaded_error, throttlingException, ...
+  cache-write          Anthropic usage: cache_control tokens are written, not read
 
 Examples: m|503  m|429:ra=7  m|503-once  m|tokens=60|cut=40  m|flap=30s/60s
 Healthy answer: "tok1 tok2 ... tokN " (one token per stream chunk).
