@@ -112,7 +112,7 @@ func TestAzureFaults(t *testing.T) {
 			Param      string `json:"param"`
 			Status     int    `json:"status"`
 			InnerError struct {
-				Code                string                              `json:"code"`
+				Code                string                             `json:"code"`
 				ContentFilterResult map[string]struct{ Filtered bool } `json:"content_filter_result"`
 			} `json:"innererror"`
 		} `json:"error"`
