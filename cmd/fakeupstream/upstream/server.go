@@ -101,7 +101,7 @@ type Request struct {
 	Time      time.Time
 	Method    string
 	Path      string
-	Model     string // as sent by the client, fault suffix included; "" when none
+	Model     string // as sent (URL or body), fault suffix included; "" when none
 	Effective string // Model plus any SetFault override: what the fault was parsed from
 	Stream    bool
 	Header    http.Header // clone of the request headers
