@@ -1,8 +1,6 @@
 package upstream
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -10,7 +8,9 @@ import (
 )
 
 // ThinkingText is the extended thinking of every answer to a request that
-// enables it, streamed as one thinking_delta per word.
+// enables it, streamed as one thinking_delta per word. Its signature is
+// bound to Options.Name: a thinking block replayed to a fake of another
+// name is a 400, as a real one replayed to another model or platform is.
 const ThinkingText = "Let me think. "
 
 // anthropicAnswer is the healthy answer to a Messages request, before it is
@@ -52,8 +52,7 @@ func (ex *exchange) anthropicAnswer() (anthropicAnswer, error) {
 	if m.ThinkingEnabled() {
 		a.thinking = strings.SplitAfter(ThinkingText, " ")
 		a.thinking = a.thinking[:len(a.thinking)-1] // SplitAfter leaves a trailing ""
-		sum := sha256.Sum256([]byte(ThinkingText + ex.s.opts.Name))
-		a.signature = base64.StdEncoding.EncodeToString(sum[:])
+		a.signature = thinkingSignature(ThinkingText, ex.s.opts.Name)
 	}
 	pieces := ex.pieces()
 	if f.ToolCalls {

@@ -436,3 +436,51 @@ func TestAnthropicAuth(t *testing.T) {
 		t.Fatalf("no version: %d %s", resp.StatusCode, body)
 	}
 }
+
+// A thinking block replays only to the fake that signed it: after a
+// failover to another channel (another Options.Name) it is a 400, as on
+// the real API, so a gateway test can prove it strips thinking first.
+func TestAnthropicThinkingReplay(t *testing.T) {
+	a, b := newFixture(t, Options{Name: "a"}), newFixture(t, Options{Name: "b"})
+	p := userText("claude", "think")
+	p.MaxTokens = 2048
+	p.Thinking = anthropic.ThinkingConfigParamOfEnabled(1024)
+	first, err := a.anthropicSDK().Messages.New(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Messages = append(p.Messages, first.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("go on")))
+	if _, err := a.anthropicSDK().Messages.New(t.Context(), p); err != nil {
+		t.Fatalf("same channel: %v", err)
+	}
+	_, err = b.anthropicSDK().Messages.New(t.Context(), p)
+	if e := asAnthropic(t, err); e.StatusCode != 400 || e.Message != "messages.1.content.0: Invalid `signature` in `thinking` block" {
+		t.Fatalf("other channel: %v", err)
+	}
+}
+
+// Bedrock and Vertex refuse betas they do not serve; Anthropic takes any.
+func TestCloudBetas(t *testing.T) {
+	fx := newFixture(t, Options{})
+	known, unknown := option.WithHeader("anthropic-beta", "interleaved-thinking-2025-05-14"), option.WithHeader("anthropic-beta", "made-up-2099-01-01")
+	sa := fx.serviceAccount(t)
+	for _, tt := range []struct {
+		name   string
+		client *anthropic.Client
+		model  string
+	}{
+		{"bedrock", fx.bedrockSDK(DefaultAWSSecretAccessKey), claudeBedrock},
+		{"vertex", fx.vertexSDK(t, sa, DefaultGoogleProject), claudeVertex},
+	} {
+		if _, err := tt.client.Messages.New(t.Context(), userText(tt.model, "x"), known); err != nil {
+			t.Fatalf("%s known beta: %v", tt.name, err)
+		}
+		_, err := tt.client.Messages.New(t.Context(), userText(tt.model, "x"), unknown)
+		if e := asAnthropic(t, err); e.StatusCode != 400 || !strings.Contains(e.RawJSON(), "made-up-2099-01-01") {
+			t.Fatalf("%s unknown beta: %v", tt.name, err)
+		}
+	}
+	if _, err := fx.anthropicSDK().Messages.New(t.Context(), userText("claude", "x"), unknown); err != nil {
+		t.Fatalf("anthropic: %v", err)
+	}
+}

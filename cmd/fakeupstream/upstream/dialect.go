@@ -215,3 +215,25 @@ func (f Fault) dialectError(d Dialect) string {
 	}
 	return ""
 }
+
+// betasAccepted refuses, on Bedrock and Vertex, a beta outside
+// Options.CloudBetas, as those clouds refuse betas they do not serve.
+func (ex *exchange) betasAccepted() bool {
+	var bad []string
+	switch ex.dialect {
+	case DialectBedrock:
+		bad = unknownBetas(ex.msgs.AnthropicBeta, ex.s.opts.CloudBetas)
+		if len(bad) > 0 {
+			ex.bedrockError(http.StatusBadRequest, "ValidationException", "invalid beta flag: "+strings.Join(bad, ", "))
+			return false
+		}
+	case DialectVertex:
+		bad = unknownBetas(headerBetas(ex.r.Header.Values("Anthropic-Beta")), ex.s.opts.CloudBetas)
+		if len(bad) > 0 {
+			ex.clientError(http.StatusBadRequest, "invalid_request", "Unexpected value(s) `"+strings.Join(bad, "`, `")+
+				"` for the `anthropic-beta` header. Please consult our documentation at docs.claude.com or try again without the header.")
+			return false
+		}
+	}
+	return true
+}

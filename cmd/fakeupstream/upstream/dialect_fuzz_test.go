@@ -139,7 +139,7 @@ func FuzzMessagesRequest(f *testing.F) {
 			return
 		}
 		for _, d := range []Dialect{DialectAnthropic, DialectBedrock, DialectVertex} {
-			_ = m.check(d)
+			_ = m.check(d, "fake")
 		}
 		p := parsedFromMessages(m)
 		_ = p.promptTokens()

@@ -79,8 +79,10 @@
 // blocks, base64 images of the four media types and on Bedrock/Vertex no
 // URL images, every tool_result paired with a tool_use of the previous
 // message and vice versa, thinking budget >= 1024 and < max_tokens, no
-// trailing whitespace in a final assistant prefill) and keep the decoded
-// body in Request.Anthropic. The answer is Token(1)..Token(n) as one text
+// trailing whitespace in a final assistant prefill, thinking blocks signed
+// by a fake of the same Options.Name, and on Bedrock and Vertex no beta
+// outside Options.CloudBetas) and keep the decoded body in
+// Request.Anthropic. The answer is Token(1)..Token(n) as one text
 // block, continuing an assistant prefill; max_tokens below n truncates it
 // (stop_reason max_tokens); a stop sequence occurring in it ends it there
 // (stop_sequence); a request enabling thinking gets a thinking block

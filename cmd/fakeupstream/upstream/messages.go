@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -229,8 +230,9 @@ var (
 
 // check returns what the API says about a request it refuses, "" when it
 // accepts it. The messages are the API's own where they are known, because
-// they are what a gateway's tests and its users see.
-func (m *MessagesRequest) check(d Dialect) string {
+// they are what a gateway's tests and its users see. signer is the name
+// thinking signatures must have been made with (Options.Name).
+func (m *MessagesRequest) check(d Dialect, signer string) string {
 	has := func(k string) bool { _, ok := slices.BinarySearch(m.Keys, k); return ok }
 	switch d {
 	case DialectBedrock:
@@ -293,8 +295,14 @@ func (m *MessagesRequest) check(d Dialect) string {
 			return fmt.Sprintf("messages: Unexpected role %q. The Messages API accepts a top-level `system` parameter, not %q as an input message role.", t.Role, t.Role)
 		}
 		for j, b := range t.Content {
-			if msg := checkBlock(d, b, fmt.Sprintf("messages.%d.content.%d", i, j)); msg != "" {
+			at := fmt.Sprintf("messages.%d.content.%d", i, j)
+			if msg := checkBlock(d, b, at); msg != "" {
 				return msg
+			}
+			// A thinking block is only valid where it was produced: one
+			// replayed to another channel after a failover is refused.
+			if b.Type == "thinking" && b.Signature != thinkingSignature(b.Thinking, signer) {
+				return at + ": Invalid `signature` in `thinking` block"
 			}
 		}
 		if msg := m.checkToolPairs(i); msg != "" {
@@ -449,4 +457,44 @@ func (m *MessagesRequest) cachedTokens() int {
 		}
 	}
 	return n
+}
+
+// thinkingSignature is the signature a fake named signer gives thinking.
+func thinkingSignature(thinking, signer string) string {
+	sum := sha256.Sum256([]byte(thinking + "\x00" + signer))
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// DefaultCloudBetas are the anthropic-beta values the bedrock and vertex
+// dialects accept when Options.CloudBetas is nil. Like the clouds, they
+// refuse any other beta; the list is plausible, not either cloud's exact
+// one: set Options.CloudBetas to what a test's allow-list expects.
+var DefaultCloudBetas = []string{
+	"computer-use-2024-10-22", "computer-use-2025-01-24", "context-1m-2025-08-07",
+	"context-management-2025-06-27", "fine-grained-tool-streaming-2025-05-14",
+	"interleaved-thinking-2025-05-14", "output-128k-2025-02-19", "token-efficient-tools-2025-02-19",
+}
+
+// unknownBetas returns the betas not in allowed.
+func unknownBetas(betas, allowed []string) []string {
+	var out []string
+	for _, b := range betas {
+		if !slices.Contains(allowed, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// headerBetas splits anthropic-beta header values ("a,b", repeated).
+func headerBetas(h []string) []string {
+	var out []string
+	for _, v := range h {
+		for _, b := range strings.Split(v, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
 }

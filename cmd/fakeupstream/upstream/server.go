@@ -81,6 +81,11 @@ type Options struct {
 	// GoogleTokenLifetime is the lifetime of access tokens minted by the
 	// token endpoint, on Clock. Zero: DefaultGoogleTokenLifetime.
 	GoogleTokenLifetime time.Duration
+	// CloudBetas are the anthropic-beta values Bedrock (anthropic_beta in
+	// the body) and Vertex (the anthropic-beta header) accept; any other is
+	// a 400 there. The anthropic dialect accepts every beta. Nil:
+	// DefaultCloudBetas.
+	CloudBetas []string
 }
 
 // Defaults of the dialects' credentials: what a test configures its
@@ -170,6 +175,9 @@ func New(opts Options) *Server {
 	setDefault(&opts.GoogleProject, DefaultGoogleProject)
 	if opts.GoogleTokenLifetime <= 0 {
 		opts.GoogleTokenLifetime = DefaultGoogleTokenLifetime
+	}
+	if opts.CloudBetas == nil {
+		opts.CloudBetas = DefaultCloudBetas
 	}
 	return &Server{
 		opts:      opts,
@@ -455,10 +463,11 @@ func (ex *exchange) valid() bool {
 			ex.clientError(http.StatusBadRequest, "invalid_request", "anthropic-version: header is required")
 			return false
 		}
-		if msg := ex.msgs.check(ex.dialect); msg != "" {
+		if msg := ex.msgs.check(ex.dialect, ex.s.opts.Name); msg != "" {
 			ex.clientError(http.StatusBadRequest, "invalid_request", msg)
 			return false
 		}
+		return ex.betasAccepted()
 	}
 	return true
 }
