@@ -111,8 +111,8 @@ type Request struct {
 	Stream    bool
 	Header    http.Header // clone of the request headers
 	Body      []byte
-	Attempt   int // 1-based count of requests naming Model; 0 when Model is ""
-	Dialect   Dialect
+	Attempt   int     // 1-based count of requests naming Model; 0 when Model is ""
+	Dialect   Dialect // the API the path named
 	// Anthropic is the decoded body of an anthropic, bedrock or vertex
 	// request (nil for other dialects, or when the body did not decode).
 	// Log shares it between copies: do not modify it.
