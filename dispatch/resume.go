@@ -12,7 +12,6 @@ import (
 	"github.com/hopgate/hopgate/internal/gate"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/internal/retryafter"
-	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -106,14 +105,15 @@ func (a *attempt) continueStream() *classify.HopError {
 		a.rejected = cl == classify.Final
 		return e
 	}
-	if mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
+	if mt := mediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" && !(a.up.EventStream() && mt == "application/vnd.amazon.eventstream") {
 		a.rejected = true
 		return &classify.HopError{Kind: classify.KindNotAStream, Status: resp.StatusCode}
 	}
 	// Prefill continues after the delivered text; a replay must first
 	// repeat it exactly.
 	a.passing = a.mode == resumePrefill
-	return a.pass(sse.NewReader(resp.Body, c.e.maxFrame), c.inspector(), nil, a.continueFrame)
+	a.codec = a.dia.newCodec()
+	return a.pass(a.frames(resp), nil, a.continueFrame)
 }
 
 // continueFrame handles one frame of a continuation: frames that open the

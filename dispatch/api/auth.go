@@ -17,12 +17,20 @@ func authenticate(cfg *config.Config, r *http.Request) (id string, ok bool) {
 	if cfg.Auth.Mode == config.AuthNone {
 		return "", true
 	}
+	key := ""
 	h := r.Header.Get("Authorization")
 	const prefix = "bearer "
-	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+	switch {
+	case len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix):
+		key = strings.TrimSpace(h[len(prefix):])
+	case h == "":
+		// Anthropic's clients send the key as x-api-key.
+		key = strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	}
+	if key == "" {
 		return "", false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
+	sum := sha256.Sum256([]byte(key))
 	match := 0
 	for i := range cfg.Auth.Keys {
 		k := &cfg.Auth.Keys[i]

@@ -18,6 +18,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/status"
+	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -25,6 +26,9 @@ import (
 type Options struct {
 	Version string
 	Logger  *slog.Logger
+	// Providers resolves the cloud credential chains (bedrock, vertex,
+	// Entra ID); the zero value uses each SDK's default chain.
+	Providers provider.Options
 	// Telemetry overrides the OTEL_*-driven setup (tests pass recorders).
 	Telemetry *telemetry.Telemetry
 	// Clock drives every timer of the request path (tests pass a fake).
@@ -99,7 +103,12 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		Clock: clock, Transport: o.Transport, Breakers: breakers,
 		Telemetry: g.tel, Logger: g.log, Version: o.Version,
 		MaxFrame: o.MaxFrame, MaxHeld: o.MaxHeld, MaxResponseBody: o.MaxResponseBody,
+		Providers: o.Providers,
 	})
+	if err := g.engine.CheckChannels(cfg); err != nil {
+		g.closeTel(ctx)
+		return nil, fmt.Errorf("channel credentials: %w", err)
+	}
 	g.api = api.New(cfg, g.engine, g.tel, g.log)
 	g.status = status.New(status.Options{Store: o.StatusStore, Clock: clock, Config: g.api.Config, Logger: g.log})
 	g.api.SetStatus(g.status)
@@ -195,6 +204,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	cur := g.api.Config()
 	if cfg.Listen != cur.Listen || cfg.AdminListen != cur.AdminListen {
 		return errors.New("listen and admin_listen cannot change on reload; restart instead")
+	}
+	if err := g.engine.CheckChannels(cfg); err != nil {
+		return fmt.Errorf("channel credentials: %w", err)
 	}
 	g.api.SetConfig(cfg)
 	g.log.Info("config reloaded", slog.Int("models", len(cfg.Models)), slog.Int("channels", len(cfg.Channels)))

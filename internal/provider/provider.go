@@ -237,22 +237,15 @@ func (u *Upstream) Prepare(body []byte, r *Request) ([]byte, []string, error) {
 	return out, dropped, err
 }
 
-// bedrockBetas and vertexBetas are the anthropic-beta values those clouds
-// accept; they refuse unknown betas, so others are dropped (and recorded
-// on the hop's span).
-var (
-	bedrockBetas = map[string]bool{
-		"computer-use-2024-10-22": true, "computer-use-2025-01-24": true, "token-efficient-tools-2025-02-19": true,
-		"interleaved-thinking-2025-05-14": true, "output-128k-2025-02-19": true, "dev-full-thinking-2025-05-14": true,
-		"context-1m-2025-08-07": true, "context-management-2025-06-27": true, "effort-2025-11-24": true,
-		"tool-search-tool-2025-10-19": true, "tool-examples-2025-10-29": true,
-	}
-	vertexBetas = map[string]bool{
-		"computer-use-2024-10-22": true, "computer-use-2025-01-24": true, "token-efficient-tools-2025-02-19": true,
-		"interleaved-thinking-2025-05-14": true, "output-128k-2025-02-19": true, "context-1m-2025-08-07": true,
-		"context-management-2025-06-27": true, "prompt-caching-2024-07-31": true,
-	}
-)
+// CloudBetas are the anthropic-beta values passed to Bedrock and Vertex,
+// which refuse betas they do not know (a 400 for the whole request): any
+// other beta a client sends is dropped for them and recorded on the hop's
+// span. The direct API gets every beta.
+var CloudBetas = map[string]bool{
+	"computer-use-2024-10-22": true, "computer-use-2025-01-24": true, "context-1m-2025-08-07": true,
+	"context-management-2025-06-27": true, "fine-grained-tool-streaming-2025-05-14": true,
+	"interleaved-thinking-2025-05-14": true, "output-128k-2025-02-19": true, "token-efficient-tools-2025-02-19": true,
+}
 
 // AllowedBetas splits a client's anthropic-beta values into those the
 // provider accepts and those dropped: the direct API takes every beta;
@@ -262,10 +255,8 @@ func AllowedBetas(provider string, betas []string) (keep, dropped []string) {
 	switch provider {
 	case config.ProviderAnthropic:
 		return betas, nil
-	case config.ProviderBedrock:
-		allow = bedrockBetas
-	case config.ProviderVertex:
-		allow = vertexBetas
+	case config.ProviderBedrock, config.ProviderVertex:
+		allow = CloudBetas
 	}
 	for _, b := range betas {
 		if allow[b] {
