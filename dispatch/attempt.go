@@ -66,6 +66,8 @@ type attempt struct {
 	// passing: a replayed continuation is past the delivered prefix.
 	passing bool
 	got     []byte // a replayed continuation's text so far
+	// skipWS: whitespace a translated prefill lost, to skip once.
+	skipWS int
 }
 
 // newAttempt counts one attempt on entry's channel and starts its span.

@@ -22,6 +22,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/api"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -63,6 +64,9 @@ type harnessOptions struct {
 	// otlpEndpoint exports spans over OTLP/HTTP to this base URL instead of
 	// recording them in memory, as hopbench does.
 	otlpEndpoint string
+	// providers resolves cloud credentials (bedrock, vertex); a func of
+	// the fake providers, whose URLs it may need (the token endpoint).
+	providers func(ups map[string]*upstream.Server, urls map[string]string) provider.Options
 }
 
 // channelEnv is the credential every fake channel expects.
@@ -92,16 +96,21 @@ func newHarnessWith(t testing.TB, o harnessOptions, cfgYAML string, channels ...
 		t.Cleanup(srv.Close)
 		cfgYAML = strings.ReplaceAll(cfgYAML, "{{url:"+id+"}}", srv.URL+"/v1")
 	}
+	urls := map[string]string{}
 	var upClock clockwork.Clock = h.upClock
 	if o.upstreamClock != nil {
 		upClock = o.upstreamClock
 	}
 	for _, id := range channels {
-		u := upstream.New(upstream.Options{Clock: upClock, Name: id, APIKey: channelKey})
+		// One key for every dialect: Bearer (openai), api-key (azure),
+		// x-api-key (anthropic).
+		u := upstream.New(upstream.Options{Clock: upClock, Name: id, APIKey: channelKey, AzureAPIKey: channelKey, AnthropicAPIKey: channelKey})
 		srv := httptest.NewServer(u)
 		t.Cleanup(func() { u.Close(); srv.Close() })
 		h.ups[id] = u
+		urls[id] = srv.URL
 		cfgYAML = strings.ReplaceAll(cfgYAML, "{{url:"+id+"}}", srv.URL+"/v1")
+		cfgYAML = strings.ReplaceAll(cfgYAML, "{{base:"+id+"}}", srv.URL)
 	}
 	getenv := func(k string) (string, bool) {
 		if k == "CHANNEL_KEY" {
@@ -142,8 +151,15 @@ func newHarnessWith(t testing.TB, o harnessOptions, cfgYAML string, channels ...
 	if o.gatewayClock != nil {
 		gwClock = o.gatewayClock
 	}
+	var prov provider.Options
+	if o.providers != nil {
+		prov = o.providers(h.ups, urls)
+	}
 	h.engine = dispatch.New(dispatch.Options{Clock: gwClock, Telemetry: tel, Jitter: func() float64 { return 0 },
-		Transport: h.transport, MaxFrame: o.maxFrame})
+		Transport: h.transport, MaxFrame: o.maxFrame, Providers: prov})
+	if err := h.engine.CheckChannels(cfg); err != nil {
+		t.Fatal(err)
+	}
 	srv := api.New(cfg, h.engine, tel, slog.New(slog.DiscardHandler))
 	h.gw = httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
