@@ -57,6 +57,7 @@ type Metrics struct {
 	genAITokens        metric.Int64Histogram
 
 	breakers atomic.Pointer[func() []BreakerObservation]
+	overload overloadMetrics
 	rates    *ErrorRates // the on-call page's per-channel error rate
 
 	// attrs caches the measurement option of each label tuple of the
@@ -169,6 +170,7 @@ func NewMetrics(mp metric.MeterProvider, region string) (*Metrics, error) {
 		metric.WithDescription("Breaker state per channel: 0 closed, 1 half-open, 2 open."),
 		metric.WithInt64Callback(m.observeBreakers))
 	errs = append(errs, err)
+	errs = append(errs, m.initOverload(meter))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

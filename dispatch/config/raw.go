@@ -17,6 +17,7 @@ type rawFile struct {
 	adminListen   val[string]
 	region        val[string]
 	maxBodyBytes  val[int64]
+	overload      rawOverload
 	auth          rawAuth
 	adminTokenEnv val[string]
 	telemetry     rawTelemetry
@@ -121,7 +122,8 @@ func (p *parser) file(root *yaml.Node) *rawFile {
 		"max_body_bytes": func(_, v *yaml.Node) {
 			f.maxBodyBytes = p.integer(v, "max_body_bytes", 1)
 		},
-		"auth": func(_, v *yaml.Node) { f.auth = p.auth(v) },
+		"auth":     func(_, v *yaml.Node) { f.auth = p.auth(v) },
+		"overload": func(_, v *yaml.Node) { f.overload = p.overload(v) },
 		"admin": func(_, v *yaml.Node) {
 			p.mapping(v, "admin", fields{
 				"token_env": func(_, v *yaml.Node) { f.adminTokenEnv = p.envName(v, "token_env in admin") },

@@ -121,6 +121,7 @@ func (p *parser) resolve(f *rawFile) *Config {
 		AdminListen:  f.adminListen.or(DefaultAdminListen),
 		Region:       f.region.or(""),
 		MaxBodyBytes: f.maxBodyBytes.or(DefaultMaxBodyBytes),
+		Overload:     f.overload.resolve(),
 		Telemetry: Telemetry{
 			HealthySampleRatio: f.telemetry.healthySampleRatio.or(1),
 			RecordContent:      f.telemetry.recordContent.or(false),

@@ -15,6 +15,7 @@ type Config struct {
 	Admin     Admin
 	Telemetry Telemetry
 	Status    Status
+	Overload  Overload
 
 	Channels []*Channel          // file order
 	Models   []*Model            // file order
