@@ -130,7 +130,6 @@ func NewWith(tb testing.TB, o Options, yml string, fakes ...string) *Gateway {
 		g.cancel()
 		srv.Close()
 		g.closeIdle()
-		_ = g.Tel.Shutdown(context.Background())
 	})
 	return g
 }
@@ -170,9 +169,6 @@ func Start(tb testing.TB, o Options, yml string, fakes ...string) *Gateway {
 		defer cancel()
 		if err := g.Shutdown(ctx); err != nil {
 			tb.Errorf("gateway shutdown: %v", err)
-		}
-		if !o.OwnTelemetry {
-			_ = g.Tel.Shutdown(ctx)
 		}
 		g.closeIdle()
 	})
@@ -243,6 +239,13 @@ func (g *Gateway) setupTelemetry(o Options) {
 	if err != nil {
 		g.tb.Fatal(err)
 	}
+	// After the gateway's cleanup (registered later), which ends the
+	// requests whose spans this flushes.
+	g.tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Bound)
+		defer cancel()
+		_ = tel.Shutdown(ctx)
+	})
 	g.Tel = tel
 	g.watchSpans()
 }
@@ -274,15 +277,15 @@ func (g *Gateway) closeIdle() {
 	g.Transport.CloseIdleConnections()
 }
 
-// Shutdown drains the gateway.Start'ed gateway once; the cleanup calls it
-// too, so a test may shut down early to observe the drain.
+// Shutdown drains the gateway.Start'ed gateway once (Start only); the
+// cleanup calls it too, so a test may shut down early to observe the drain.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.shutdown.Do(func() { g.shutErr = g.Process.Shutdown(ctx) })
 	return g.shutErr
 }
 
-// Reparse parses yml as Start did, for a Reload: the same listeners and
-// upstreams.
+// Reparse parses yml as Start did, for a Reload (Start only): the same
+// listeners and upstreams.
 func (g *Gateway) Reparse(yml string) *config.Config {
 	g.tb.Helper()
 	cur := g.Process.Config()
