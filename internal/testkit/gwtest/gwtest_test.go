@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/hopgate/hopgate/internal/testkit"
@@ -243,5 +245,35 @@ func TestOnlyTestsImportTheHarness(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The span watch counts ends by name and remembers the latest 4096 local
+// roots (a remote parent included), without growing with a benchmark.
+func TestSpanWatch(t *testing.T) {
+	w := newSpanWatch()
+	id := func(n int) trace.TraceID { return trace.TraceID{byte(n >> 8), byte(n), 1} }
+	end := func(n int, name string, parent trace.SpanContext) {
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: id(n), SpanID: trace.SpanID{1}})
+		w.OnEnd(tracetest.SpanStub{Name: name, SpanContext: sc, Parent: parent}.Snapshot())
+	}
+	child := trace.NewSpanContext(trace.SpanContextConfig{TraceID: id(0), SpanID: trace.SpanID{2}})
+	remote := child.WithRemote(true)
+	end(0, "await headers", child)
+	if w.rootEnded(id(0)) || w.count("await headers") != 1 {
+		t.Fatal("a child span counted as a root")
+	}
+	end(0, "POST /v1/chat/completions", remote)
+	if !w.rootEnded(id(0)) {
+		t.Fatal("a span with a remote parent is a local root")
+	}
+	for n := 1; n <= len(w.roots); n++ {
+		end(n, "root", trace.SpanContext{})
+	}
+	if w.rootEnded(id(0)) || !w.rootEnded(id(1)) || !w.rootEnded(id(len(w.roots))) {
+		t.Fatal("the ring does not keep exactly the latest roots")
+	}
+	if w.count("root") != len(w.roots) {
+		t.Fatalf("count %d", w.count("root"))
 	}
 }

@@ -2,10 +2,12 @@ package gwtest
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/internal/testkit"
 )
@@ -15,9 +17,13 @@ import (
 // trace's local root ended. Registered after the tail sampler, it sees a
 // root only once the sampler has decided its trace.
 type spanWatch struct {
-	mu      sync.Mutex
-	ended   map[string]int  // span name -> ends
-	roots   map[string]bool // trace id -> its local root ended
+	mu    sync.Mutex
+	ended map[string]int // span name -> ends
+	// roots are the traces whose local root ended, the latest last: a ring,
+	// so a benchmark's millions of requests cost no memory (and no
+	// allocation) here. A test looks its trace up right after the request.
+	roots   [4096]trace.TraceID
+	next    int
 	waiters []endWaiter
 }
 
@@ -28,7 +34,7 @@ type endWaiter struct {
 }
 
 func newSpanWatch() *spanWatch {
-	return &spanWatch{ended: map[string]int{}, roots: map[string]bool{}}
+	return &spanWatch{ended: map[string]int{}}
 }
 
 func (w *spanWatch) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
@@ -39,7 +45,8 @@ func (w *spanWatch) OnEnd(s sdktrace.ReadOnlySpan) {
 	w.ended[s.Name()]++
 	// A local root has no parent, or a remote one (the client's traceparent).
 	if p := s.Parent(); !p.IsValid() || p.IsRemote() {
-		w.roots[s.SpanContext().TraceID().String()] = true
+		w.roots[w.next%len(w.roots)] = s.SpanContext().TraceID()
+		w.next++
 	}
 	kept := w.waiters[:0]
 	for _, e := range w.waiters {
@@ -61,10 +68,10 @@ func (w *spanWatch) count(name string) int {
 	return w.ended[name]
 }
 
-func (w *spanWatch) rootEnded(id string) bool {
+func (w *spanWatch) rootEnded(tid trace.TraceID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.roots[id]
+	return slices.Contains(w.roots[:min(w.next, len(w.roots))], tid)
 }
 
 // WaitSpanEnd waits until n spans named name have ended.
@@ -95,7 +102,11 @@ func (g *Gateway) Trace(id string) tracetest.SpanStubs {
 	if g.Spans == nil {
 		g.tb.Fatal("spans are not recorded in memory (Options.OTELEnv or OwnTelemetry)")
 	}
-	testkit.Eventually(g.tb, func() bool { return g.watch.rootEnded(id) }, "the root span of trace "+id+" ended")
+	tid, err := trace.TraceIDFromHex(id)
+	if err != nil {
+		g.tb.Fatalf("trace id %q: %v", id, err)
+	}
+	testkit.Eventually(g.tb, func() bool { return g.watch.rootEnded(tid) }, "the root span of trace "+id+" ended")
 	if err := g.Tel.TracerProvider.ForceFlush(context.Background()); err != nil {
 		g.tb.Fatal(err)
 	}
