@@ -14,6 +14,7 @@ import (
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 	"github.com/hopgate/hopgate/internal/provider"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -76,15 +77,15 @@ var genAIName = map[string]string{
 // AWS keys (as the default chain would find in the environment) and a
 // Google service-account key whose token_uri is the vertex fake's token
 // endpoint (as GOOGLE_APPLICATION_CREDENTIALS would name).
-func familiesOptions(secret string) harnessOptions {
-	return harnessOptions{providers: func(ups map[string]*upstream.Server, urls map[string]string) provider.Options {
+func familiesOptions(secret string) gwtest.Options {
+	return gwtest.Options{Providers: func(f *gwtest.Fakes) provider.Options {
 		return provider.Options{
 			AWSConfig: func(context.Context, string) (aws.Config, error) {
 				return aws.Config{Region: upstream.DefaultAWSRegion,
 					Credentials: credentials.NewStaticCredentialsProvider(upstream.DefaultAWSAccessKeyID, secret, "")}, nil
 			},
 			GoogleCredentials: func(ctx context.Context, scopes ...string) (*google.Credentials, error) {
-				sa, err := ups["vx"].ServiceAccountJSON(urls["vx"])
+				sa, err := f.Ups["vx"].ServiceAccountJSON(f.Roots["vx"])
 				if err != nil {
 					return nil, err
 				}
@@ -96,12 +97,12 @@ func familiesOptions(secret string) harnessOptions {
 
 // newFamilies starts the five fakes and a gateway in front of them; each
 // placeholder model name (MODEL, CLAUDE_AN, …) is replaced from models.
-func newFamilies(t *testing.T, models map[string]string) *harness {
+func newFamilies(t *testing.T, models map[string]string) *gwtest.Gateway {
 	t.Helper()
 	return newFamiliesWith(t, familiesOptions(upstream.DefaultAWSSecretAccessKey), models)
 }
 
-func newFamiliesWith(t *testing.T, o harnessOptions, models map[string]string) *harness {
+func newFamiliesWith(t *testing.T, o gwtest.Options, models map[string]string) *gwtest.Gateway {
 	t.Helper()
 	cfg := familiesConfig
 	for k, v := range map[string]string{"MODEL": "m", "CLAUDE_AN": "claude", "CLAUDE_BR": "claude", "CLAUDE_VX": "claude",
@@ -111,28 +112,28 @@ func newFamiliesWith(t *testing.T, o harnessOptions, models map[string]string) *
 		}
 		cfg = strings.ReplaceAll(cfg, k, `"`+v+`"`)
 	}
-	return newHarnessWith(t, o, cfg, familyChannels...)
+	return gwtest.NewWith(t, o, cfg, familyChannels...)
 }
 
 // send posts body to path (a chat completion or an Anthropic message).
-func (h *harness) send(path, body string, hdr map[string]string) reply {
-	h.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, h.gw.URL+path, strings.NewReader(body))
+func send(t *testing.T, h *gwtest.Gateway, path, body string, hdr map[string]string) gwtest.Reply {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.URL+path, strings.NewReader(body))
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	return h.do(req)
+	return h.Do(req)
 }
 
 // hopProviders are the gen_ai.provider.name of the trace's hops, in order.
-func (h *harness) hopProviders(r reply) []string {
-	h.t.Helper()
+func hopProviders(t *testing.T, h *gwtest.Gateway, r gwtest.Reply) []string {
+	t.Helper()
 	var out []string
-	spans := h.traceOf(r.header.Get("X-Request-Id"))
+	spans := h.Trace(r.Header.Get("X-Request-Id"))
 	for _, s := range spans {
 		if s.SpanKind != trace.SpanKindClient {
 			continue
@@ -204,7 +205,7 @@ func messageText(t *testing.T, body string) (string, int) {
 func messagesStreamText(body string) (string, bool) {
 	var b strings.Builder
 	stopped := false
-	for _, d := range sseData(body) {
+	for _, d := range gwtest.SSEData(body) {
 		var ev struct {
 			Type  string
 			Delta struct{ Type, Text string }
@@ -230,38 +231,38 @@ func TestEveryFamilyServesBothClients(t *testing.T) {
 	for _, ch := range familyChannels {
 		model := "m-" + ch
 		t.Run(ch+"/openai client", func(t *testing.T) {
-			r := h.send("/v1/chat/completions", chatBody(model, false, ""), nil)
-			if r.status != 200 {
-				t.Fatalf("status %d: %s", r.status, r.body)
+			r := send(t, h, "/v1/chat/completions", chatBody(model, false, ""), nil)
+			if r.Status != 200 {
+				t.Fatalf("status %d: %s", r.Status, r.Body)
 			}
-			if text, usage := completionText(t, r.body); text != want || usage != upstream.DefaultTokens {
+			if text, usage := completionText(t, r.Body); text != want || usage != upstream.DefaultTokens {
 				t.Fatalf("text %q usage %v", text, usage)
 			}
-			if p := h.hopProviders(r); len(p) != 1 || p[0] != genAIName[ch] {
+			if p := hopProviders(t, h, r); len(p) != 1 || p[0] != genAIName[ch] {
 				t.Fatalf("hop providers %v, want %s", p, genAIName[ch])
 			}
-			r = h.send("/v1/chat/completions", chatBody(model, true, ""), nil)
-			if r.status != 200 || streamText(r.body) != want || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
-				t.Fatalf("stream: status %d text %q\n%s", r.status, streamText(r.body), r.body)
+			r = send(t, h, "/v1/chat/completions", chatBody(model, true, ""), nil)
+			if r.Status != 200 || gwtest.StreamText(r.Body) != want || !strings.HasSuffix(r.Body, "data: [DONE]\n\n") {
+				t.Fatalf("stream: status %d text %q\n%s", r.Status, gwtest.StreamText(r.Body), r.Body)
 			}
-			if !strings.Contains(r.body, `"completion_tokens":8`) {
-				t.Fatalf("stream without the usage the client asked for:\n%s", r.body)
+			if !strings.Contains(r.Body, `"completion_tokens":8`) {
+				t.Fatalf("stream without the usage the client asked for:\n%s", r.Body)
 			}
 		})
 		t.Run(ch+"/anthropic client", func(t *testing.T) {
-			r := h.send("/v1/messages", messagesBody(model, false, ""), map[string]string{"Anthropic-Version": "2023-06-01"})
-			if r.status != 200 {
-				t.Fatalf("status %d: %s", r.status, r.body)
+			r := send(t, h, "/v1/messages", messagesBody(model, false, ""), map[string]string{"Anthropic-Version": "2023-06-01"})
+			if r.Status != 200 {
+				t.Fatalf("status %d: %s", r.Status, r.Body)
 			}
-			if text, usage := messageText(t, r.body); text != want || usage != upstream.DefaultTokens {
+			if text, usage := messageText(t, r.Body); text != want || usage != upstream.DefaultTokens {
 				t.Fatalf("text %q usage %v", text, usage)
 			}
-			r = h.send("/v1/messages", messagesBody(model, true, ""), nil)
-			if text, stopped := messagesStreamText(r.body); r.status != 200 || text != want || !stopped {
-				t.Fatalf("stream: status %d text %q stopped %v\n%s", r.status, text, stopped, r.body)
+			r = send(t, h, "/v1/messages", messagesBody(model, true, ""), nil)
+			if text, stopped := messagesStreamText(r.Body); r.Status != 200 || text != want || !stopped {
+				t.Fatalf("stream: status %d text %q stopped %v\n%s", r.Status, text, stopped, r.Body)
 			}
-			if !strings.Contains(r.body, "event: message_start") || !strings.Contains(r.body, `"usage":{`) {
-				t.Fatalf("an Anthropic stream starts with message_start and its usage:\n%s", r.body)
+			if !strings.Contains(r.Body, "event: message_start") || !strings.Contains(r.Body, `"usage":{`) {
+				t.Fatalf("an Anthropic stream starts with message_start and its usage:\n%s", r.Body)
 			}
 		})
 	}
@@ -274,17 +275,17 @@ func TestEveryFamilyServesBothClients(t *testing.T) {
 func TestClaudeOnThreeClouds(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		h := newFamilies(t, map[string]string{"CLAUDE_AN": "claude|529", "CLAUDE_BR": "claude|429"})
-		r := h.send("/v1/chat/completions", chatBody("claude", stream, ""), nil)
-		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "an:529 -> br:429 -> vx:ok" {
-			t.Fatalf("stream=%v: status %d path %q: %s", stream, r.status, r.header.Get("X-Hopgate-Path"), r.body)
+		r := send(t, h, "/v1/chat/completions", chatBody("claude", stream, ""), nil)
+		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "an:529 -> br:429 -> vx:ok" {
+			t.Fatalf("stream=%v: status %d path %q: %s", stream, r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 		}
-		got := h.hopProviders(r)
+		got := hopProviders(t, h, r)
 		if strings.Join(got, ",") != "anthropic,aws.bedrock,gcp.vertex_ai" {
 			t.Fatalf("stream=%v: hop providers %v", stream, got)
 		}
 		want := upstream.Answer(upstream.DefaultTokens)
-		if stream && streamText(r.body) != want {
-			t.Fatalf("stream text %q", streamText(r.body))
+		if stream && gwtest.StreamText(r.Body) != want {
+			t.Fatalf("stream text %q", gwtest.StreamText(r.Body))
 		}
 	}
 }
@@ -311,16 +312,16 @@ func TestFailuresCrossFamilies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newFamilies(t, tc.models)
 			for _, client := range []string{"openai", "anthropic"} {
-				var r reply
+				var r gwtest.Reply
 				if client == "openai" {
-					r = h.send("/v1/chat/completions", chatBody(tc.model, tc.stream, ""), nil)
+					r = send(t, h, "/v1/chat/completions", chatBody(tc.model, tc.stream, ""), nil)
 				} else {
-					r = h.send("/v1/messages", messagesBody(tc.model, tc.stream, ""), nil)
+					r = send(t, h, "/v1/messages", messagesBody(tc.model, tc.stream, ""), nil)
 				}
-				if r.status != 200 || r.header.Get("X-Hopgate-Path") != tc.path {
-					t.Fatalf("%s client: status %d path %q, want %q: %s", client, r.status, r.header.Get("X-Hopgate-Path"), tc.path, r.body)
+				if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != tc.path {
+					t.Fatalf("%s client: status %d path %q, want %q: %s", client, r.Status, r.Header.Get("X-Hopgate-Path"), tc.path, r.Body)
 				}
-				if got := strings.Join(h.hopProviders(r), ","); got != tc.providers {
+				if got := strings.Join(hopProviders(t, h, r), ","); got != tc.providers {
 					t.Fatalf("%s client: hop providers %s, want %s", client, got, tc.providers)
 				}
 			}
@@ -329,10 +330,10 @@ func TestFailuresCrossFamilies(t *testing.T) {
 }
 
 // hopErrors are the exception messages recorded on the trace's hop spans.
-func (h *harness) hopErrors(r reply) []string {
-	h.t.Helper()
+func hopErrors(t *testing.T, h *gwtest.Gateway, r gwtest.Reply) []string {
+	t.Helper()
 	var out []string
-	for _, s := range h.traceOf(r.header.Get("X-Request-Id")) {
+	for _, s := range h.Trace(r.Header.Get("X-Request-Id")) {
 		if s.SpanKind != trace.SpanKindClient {
 			continue
 		}
@@ -353,42 +354,42 @@ func (h *harness) hopErrors(r reply) []string {
 func TestCloudCredentialFailuresSaySo(t *testing.T) {
 	t.Run("wrong SigV4 signature", func(t *testing.T) {
 		h := newFamiliesWith(t, familiesOptions("not-the-secret"), map[string]string{"CLAUDE_AN": "claude|503"})
-		r := h.send("/v1/chat/completions", chatBody("claude", false, ""), nil)
-		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "an:503 -> br:403 -> vx:ok" {
-			t.Fatalf("status %d path %q: %s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+		r := send(t, h, "/v1/chat/completions", chatBody("claude", false, ""), nil)
+		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "an:503 -> br:403 -> vx:ok" {
+			t.Fatalf("status %d path %q: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 		}
-		if errs := strings.Join(h.hopErrors(r), "\n"); !strings.Contains(errs, "InvalidSignatureException") {
+		if errs := strings.Join(hopErrors(t, h, r), "\n"); !strings.Contains(errs, "InvalidSignatureException") {
 			t.Fatalf("the hop's error does not say the signature was refused: %q", errs)
 		}
 	})
 	t.Run("expired token", func(t *testing.T) {
 		h := newFamilies(t, map[string]string{"CLAUDE_AN": "claude|503", "CLAUDE_BR": "claude|503"})
-		if r := h.send("/v1/chat/completions", chatBody("m-vx", false, ""), nil); r.status != 200 {
-			t.Fatalf("first request: %d %s", r.status, r.body)
+		if r := send(t, h, "/v1/chat/completions", chatBody("m-vx", false, ""), nil); r.Status != 200 {
+			t.Fatalf("first request: %d %s", r.Status, r.Body)
 		}
 		// The token the gateway holds expires on the provider's clock
 		// (a token revoked or a clock skew looks the same to the gateway).
-		h.upClock.Advance(2 * upstream.DefaultGoogleTokenLifetime)
-		r := h.send("/v1/chat/completions", chatBody("m-vx", false, ""), nil)
-		if r.status == 200 || r.header.Get("X-Hopgate-Path") != "vx:401" {
-			t.Fatalf("status %d path %q: %s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+		h.UpClock.Advance(2 * upstream.DefaultGoogleTokenLifetime)
+		r := send(t, h, "/v1/chat/completions", chatBody("m-vx", false, ""), nil)
+		if r.Status == 200 || r.Header.Get("X-Hopgate-Path") != "vx:401" {
+			t.Fatalf("status %d path %q: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 		}
-		if errs := strings.Join(h.hopErrors(r), "\n"); !strings.Contains(errs, "UNAUTHENTICATED") {
+		if errs := strings.Join(hopErrors(t, h, r), "\n"); !strings.Contains(errs, "UNAUTHENTICATED") {
 			t.Fatalf("the hop's error does not say the token was refused: %q", errs)
 		}
 	})
 	t.Run("token refresh fails", func(t *testing.T) {
 		h := newFamilies(t, map[string]string{"CLAUDE_AN": "claude|503"})
-		h.ups["vx"].SetFault(upstream.TokenModel, "503")
-		r := h.send("/v1/chat/completions", chatBody("claude", false, ""), nil)
-		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "an:503 -> br:ok" {
-			t.Fatalf("status %d path %q", r.status, r.header.Get("X-Hopgate-Path"))
+		h.Ups["vx"].SetFault(upstream.TokenModel, "503")
+		r := send(t, h, "/v1/chat/completions", chatBody("claude", false, ""), nil)
+		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "an:503 -> br:ok" {
+			t.Fatalf("status %d path %q", r.Status, r.Header.Get("X-Hopgate-Path"))
 		}
-		r = h.send("/v1/chat/completions", chatBody("m-vx", false, ""), nil)
-		if r.status == 200 || r.header.Get("X-Hopgate-Path") != "vx:credential_error" {
-			t.Fatalf("status %d path %q: %s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+		r = send(t, h, "/v1/chat/completions", chatBody("m-vx", false, ""), nil)
+		if r.Status == 200 || r.Header.Get("X-Hopgate-Path") != "vx:credential_error" {
+			t.Fatalf("status %d path %q: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 		}
-		if errs := strings.Join(h.hopErrors(r), "\n"); !strings.Contains(errs, "Google OAuth token refresh") {
+		if errs := strings.Join(hopErrors(t, h, r), "\n"); !strings.Contains(errs, "Google OAuth token refresh") {
 			t.Fatalf("the hop's error does not say the token refresh failed: %q", errs)
 		}
 	})
@@ -401,25 +402,25 @@ func TestCloudCredentialFailuresSaySo(t *testing.T) {
 func TestAzureAnswers(t *testing.T) {
 	h := newFamilies(t, map[string]string{"GPT_AZ": "gpt|content-filter"})
 	for i := 0; i < 4; i++ {
-		r := h.send("/v1/chat/completions", chatBody("gpt", false, ""), nil)
-		if r.status != 400 || !strings.Contains(r.body, "ResponsibleAIPolicyViolation") || r.header.Get("X-Hopgate-Path") != "az:400" {
-			t.Fatalf("request %d: status %d path %q: %s", i, r.status, r.header.Get("X-Hopgate-Path"), r.body)
+		r := send(t, h, "/v1/chat/completions", chatBody("gpt", false, ""), nil)
+		if r.Status != 400 || !strings.Contains(r.Body, "ResponsibleAIPolicyViolation") || r.Header.Get("X-Hopgate-Path") != "az:400" {
+			t.Fatalf("request %d: status %d path %q: %s", i, r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 		}
 	}
-	if n := len(h.ups["oai"].Log()); n != 0 {
+	if n := len(h.Ups["oai"].Log()); n != 0 {
 		t.Fatalf("a content-filter refusal reached another channel %d times", n)
 	}
 	h = newFamilies(t, map[string]string{"GPT_AZ": "gpt|429:ra=7-once"})
-	if r := h.send("/v1/chat/completions", chatBody("gpt", false, ""), nil); r.header.Get("X-Hopgate-Path") != "az:429 -> oai:ok" {
-		t.Fatalf("429: path %q", r.header.Get("X-Hopgate-Path"))
+	if r := send(t, h, "/v1/chat/completions", chatBody("gpt", false, ""), nil); r.Header.Get("X-Hopgate-Path") != "az:429 -> oai:ok" {
+		t.Fatalf("429: path %q", r.Header.Get("X-Hopgate-Path"))
 	}
-	if r := h.send("/v1/chat/completions", chatBody("gpt", false, ""), nil); r.header.Get("X-Hopgate-Path") != "az:open -> oai:ok" {
-		t.Fatalf("within Azure's retry-after: path %q", r.header.Get("X-Hopgate-Path"))
+	if r := send(t, h, "/v1/chat/completions", chatBody("gpt", false, ""), nil); r.Header.Get("X-Hopgate-Path") != "az:open -> oai:ok" {
+		t.Fatalf("within Azure's retry-after: path %q", r.Header.Get("X-Hopgate-Path"))
 	}
 	h = newFamilies(t, map[string]string{"GPT_AZ": "gpt|stop=content_filter"})
-	r := h.send("/v1/chat/completions", chatBody("gpt", false, ""), nil)
-	if r.status != 200 || !strings.Contains(r.body, `"finish_reason":"content_filter"`) || !strings.Contains(r.body, "prompt_filter_results") {
-		t.Fatalf("content_filter finish: %d %s", r.status, r.body)
+	r := send(t, h, "/v1/chat/completions", chatBody("gpt", false, ""), nil)
+	if r.Status != 200 || !strings.Contains(r.Body, `"finish_reason":"content_filter"`) || !strings.Contains(r.Body, "prompt_filter_results") {
+		t.Fatalf("content_filter finish: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -428,23 +429,23 @@ func TestAzureAnswers(t *testing.T) {
 // when it lives on another family; the answer says which model served.
 func TestContextFallbackAcrossFamilies(t *testing.T) {
 	h := newFamilies(t, nil)
-	r := h.send("/v1/chat/completions", chatBody("small", false, ""), nil)
-	if r.status != 200 || r.header.Get("X-Hopgate-Model") != "big" || r.header.Get("X-Hopgate-Path") != "an:400 -> oai:ok" {
-		t.Fatalf("status %d model %q path %q: %s", r.status, r.header.Get("X-Hopgate-Model"), r.header.Get("X-Hopgate-Path"), r.body)
+	r := send(t, h, "/v1/chat/completions", chatBody("small", false, ""), nil)
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Model") != "big" || r.Header.Get("X-Hopgate-Path") != "an:400 -> oai:ok" {
+		t.Fatalf("status %d model %q path %q: %s", r.Status, r.Header.Get("X-Hopgate-Model"), r.Header.Get("X-Hopgate-Path"), r.Body)
 	}
 	// Without a fallback the client gets the provider's refusal in its own
 	// dialect: OpenAI's shape for an OpenAI client.
-	r = h.send("/v1/chat/completions", chatBody("m-an", false, ""), nil)
-	if r.status != 200 {
-		t.Fatalf("healthy: %d", r.status)
+	r = send(t, h, "/v1/chat/completions", chatBody("m-an", false, ""), nil)
+	if r.Status != 200 {
+		t.Fatalf("healthy: %d", r.Status)
 	}
-	h.ups["an"].SetFault("m", "context-length")
-	r = h.send("/v1/chat/completions", chatBody("m-an", false, ""), nil)
+	h.Ups["an"].SetFault("m", "context-length")
+	r = send(t, h, "/v1/chat/completions", chatBody("m-an", false, ""), nil)
 	var e struct {
 		Error struct{ Code, Message string }
 	}
-	if r.status != 400 || json.Unmarshal([]byte(r.body), &e) != nil || e.Error.Code != "context_length_exceeded" || !strings.Contains(e.Error.Message, "prompt is too long") {
-		t.Fatalf("status %d: %s", r.status, r.body)
+	if r.Status != 400 || json.Unmarshal([]byte(r.Body), &e) != nil || e.Error.Code != "context_length_exceeded" || !strings.Contains(e.Error.Message, "prompt is too long") {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
 	}
 }
 
@@ -464,12 +465,12 @@ func TestResumeAcrossFamilies(t *testing.T) {
 			for k, v := range map[string]string{"MODEL": "m", "CLAUDE_AN": "c", "CLAUDE_BR": "c", "CLAUDE_VX": "c", "GPT_AZ": "g", "GPT_OAI": "g"} {
 				cfg = strings.ReplaceAll(cfg, k, v)
 			}
-			h := newHarnessWith(t, familiesOptions(upstream.DefaultAWSSecretAccessKey), cfg, familyChannels...)
-			r := h.send("/v1/chat/completions", chatBody("cross-o", true, ""), nil)
-			if got := streamText(r.body); r.status != 200 || got != want || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
-				t.Fatalf("status %d text %q\n%s", r.status, got, r.body)
+			h := gwtest.NewWith(t, familiesOptions(upstream.DefaultAWSSecretAccessKey), cfg, familyChannels...)
+			r := send(t, h, "/v1/chat/completions", chatBody("cross-o", true, ""), nil)
+			if got := gwtest.StreamText(r.Body); r.Status != 200 || got != want || !strings.HasSuffix(r.Body, "data: [DONE]\n\n") {
+				t.Fatalf("status %d text %q\n%s", r.Status, got, r.Body)
 			}
-			if path, outcome := h.failoverPath(); path != "oai:cut -> an:"+mode+"_ok" || outcome != "failover_ok" {
+			if path, outcome := failoverPath(t, h); path != "oai:cut -> an:"+mode+"_ok" || outcome != "failover_ok" {
 				t.Fatalf("path %q outcome %q", path, outcome)
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	oaoption "github.com/openai/openai-go/v3/option"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // The official client libraries people use, against hopgate: an OpenAI
@@ -19,14 +20,14 @@ import (
 // model and the X-Hopgate-* headers), and the Anthropic SDK works on
 // POST /v1/messages whichever family serves.
 
-func (h *harness) openaiSDK() openai.Client {
-	return openai.NewClient(oaoption.WithBaseURL(h.gw.URL+"/v1/"), oaoption.WithAPIKey("unused"),
-		oaoption.WithHTTPClient(h.client), oaoption.WithMaxRetries(0))
+func openaiSDK(h *gwtest.Gateway) openai.Client {
+	return openai.NewClient(oaoption.WithBaseURL(h.URL+"/v1/"), oaoption.WithAPIKey("unused"),
+		oaoption.WithHTTPClient(h.Client), oaoption.WithMaxRetries(0))
 }
 
-func (h *harness) anthropicSDK() anthropic.Client {
-	return anthropic.NewClient(anoption.WithoutEnvironmentDefaults(), anoption.WithBaseURL(h.gw.URL),
-		anoption.WithAPIKey("unused"), anoption.WithHTTPClient(h.client), anoption.WithMaxRetries(0))
+func anthropicSDK(h *gwtest.Gateway) anthropic.Client {
+	return anthropic.NewClient(anoption.WithoutEnvironmentDefaults(), anoption.WithBaseURL(h.URL),
+		anoption.WithAPIKey("unused"), anoption.WithHTTPClient(h.Client), anoption.WithMaxRetries(0))
 }
 
 var lookupFunction = openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
@@ -43,7 +44,7 @@ func TestOpenAISDKWithAnthropicChannel(t *testing.T) {
 		t.Run(ch, func(t *testing.T) {
 			h := newFamilies(t, map[string]string{"MODEL": "m|tokens=4"})
 			want = upstream.Answer(4)
-			c := h.openaiSDK()
+			c := openaiSDK(h)
 			ctx := t.Context()
 			params := openai.ChatCompletionNewParams{Model: "m-" + ch, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
 			got, err := c.Chat.Completions.New(ctx, params)
@@ -61,7 +62,7 @@ func TestOpenAISDKWithAnthropicChannel(t *testing.T) {
 			}
 
 			// The tool call, streamed: the model asks for lookup.
-			h.ups[ch].SetFault("m|tokens=4", "tool-calls")
+			h.Ups[ch].SetFault("m|tokens=4", "tool-calls")
 			tparams := openai.ChatCompletionNewParams{Model: "m-" + ch, Tools: []openai.ChatCompletionToolUnionParam{lookupFunction},
 				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("look it up")}}
 			s = c.Chat.Completions.NewStreaming(ctx, tparams)
@@ -80,13 +81,13 @@ func TestOpenAISDKWithAnthropicChannel(t *testing.T) {
 			}
 			// The tool's result goes back: the provider sees the tool_use
 			// and a tool_result for it.
-			h.ups[ch].SetFault("m|tokens=4", "")
+			h.Ups[ch].SetFault("m|tokens=4", "")
 			tparams.Messages = append(tparams.Messages, acc.Choices[0].Message.ToParam(), openai.ToolMessage("found it", call.ID))
 			got, err = c.Chat.Completions.New(ctx, tparams)
 			if err != nil || got.Choices[0].Message.Content != want {
 				t.Fatalf("after the tool result: %+v, %v", got, err)
 			}
-			log := h.ups[ch].Log()
+			log := h.Ups[ch].Log()
 			sent := log[len(log)-1].Anthropic
 			if sent == nil || len(sent.Messages) != 3 {
 				t.Fatalf("the provider did not get the tool round trip: %+v", sent)
@@ -124,7 +125,7 @@ func TestAnthropicSDKOnMessages(t *testing.T) {
 	for _, ch := range []string{"an", "br", "oai", "az"} {
 		t.Run(ch, func(t *testing.T) {
 			h := newFamilies(t, nil)
-			c := h.anthropicSDK()
+			c := anthropicSDK(h)
 			ctx := t.Context()
 			params := anthropic.MessageNewParams{Model: anthropic.Model("m-" + ch), MaxTokens: 256,
 				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}
@@ -140,7 +141,7 @@ func TestAnthropicSDKOnMessages(t *testing.T) {
 			if err != nil || len(msg.Content) != 1 || msg.Content[0].Text != want || msg.Usage.OutputTokens != 8 {
 				t.Fatalf("stream %+v, %v", msg, err)
 			}
-			h.ups[ch].SetFault("m", "tool-calls")
+			h.Ups[ch].SetFault("m", "tool-calls")
 			params.Tools = []anthropic.ToolUnionParam{tool}
 			msg, err = accumulateMessage(c.Messages.NewStreaming(ctx, params))
 			if err != nil || msg.StopReason != "tool_use" || len(msg.Content) == 0 {
@@ -167,28 +168,28 @@ func TestImagesAcrossFamilies(t *testing.T) {
 	}
 	h := newFamilies(t, nil)
 	for _, ch := range []string{"an", "br", "vx"} {
-		r := h.send("/v1/chat/completions", body("m-"+ch, "data:image/png;base64,"+png), nil)
-		if r.status != 200 {
-			t.Fatalf("%s base64 image: %d %s", ch, r.status, r.body)
+		r := send(t, h, "/v1/chat/completions", body("m-"+ch, "data:image/png;base64,"+png), nil)
+		if r.Status != 200 {
+			t.Fatalf("%s base64 image: %d %s", ch, r.Status, r.Body)
 		}
-		log := h.ups[ch].Log()
+		log := h.Ups[ch].Log()
 		img := log[len(log)-1].Anthropic.Messages[0].Content
 		if len(img) != 2 || img[1].Type != "image" || img[1].Source == nil || img[1].Source.Type != "base64" || img[1].Source.Data != png {
 			t.Fatalf("%s: the image did not arrive as a base64 block: %+v", ch, img)
 		}
 	}
-	r := h.send("/v1/chat/completions", body("m-an", "https://example.com/cat.png"), nil)
-	if r.status != 200 {
-		t.Fatalf("anthropic URL image: %d %s", r.status, r.body)
+	r := send(t, h, "/v1/chat/completions", body("m-an", "https://example.com/cat.png"), nil)
+	if r.Status != 200 {
+		t.Fatalf("anthropic URL image: %d %s", r.Status, r.Body)
 	}
-	if log := h.ups["an"].Log(); log[len(log)-1].Anthropic.Messages[0].Content[1].Source.Type != "url" {
+	if log := h.Ups["an"].Log(); log[len(log)-1].Anthropic.Messages[0].Content[1].Source.Type != "url" {
 		t.Fatalf("the URL image was not sent as a URL source")
 	}
 	for _, ch := range []string{"br", "vx"} {
-		n := len(h.ups[ch].Log())
-		r := h.send("/v1/chat/completions", body("m-"+ch, "https://example.com/cat.png"), nil)
-		if r.status != 400 || !strings.Contains(r.body, "image_url_not_supported") || len(h.ups[ch].Log()) != n {
-			t.Fatalf("%s URL image: %d %s (upstream requests %d -> %d)", ch, r.status, r.body, n, len(h.ups[ch].Log()))
+		n := len(h.Ups[ch].Log())
+		r := send(t, h, "/v1/chat/completions", body("m-"+ch, "https://example.com/cat.png"), nil)
+		if r.Status != 400 || !strings.Contains(r.Body, "image_url_not_supported") || len(h.Ups[ch].Log()) != n {
+			t.Fatalf("%s URL image: %d %s (upstream requests %d -> %d)", ch, r.Status, r.Body, n, len(h.Ups[ch].Log()))
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/api"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/status"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -49,8 +50,11 @@ models:
 	clock := clockwork.NewFakeClock()
 	st := status.New(status.Options{Config: srv.Config, Clock: clock})
 	srv.SetStatus(st)
-	gw := httptest.NewServer(srv.Handler())
-	t.Cleanup(gw.Close)
+	srvGW := httptest.NewServer(srv.Handler())
+	t.Cleanup(srvGW.Close)
+	// The status service hangs off the api server, which gwtest does not
+	// expose: the requests go to this server by its URL.
+	gw := &gwtest.Gateway{URL: srvGW.URL}
 
 	chat := func(model string) {
 		do(t, gw, "POST", "/v1/chat/completions", clientKey, `{"model":"`+model+`","messages":[]}`)
