@@ -69,6 +69,9 @@ const (
 	idHopLatency      = 12
 	idRequests        = 13
 	idCost            = 14
+	idRowOverload     = 15
+	idBudget          = 16
+	idShed            = 17
 )
 
 // rateWindow is the window of the per-second rates on trend panels. The
@@ -466,6 +469,46 @@ func tooltipAll() *common.VizTooltipOptionsBuilder {
 // mechanics (skips, gate, header timeouts, deadlines), then latency with
 // exemplars, outcomes and cost. Rows are expanded: their panels follow them
 // at the top level of the JSON, which is how Grafana stores open rows.
+// budgetPanel is the overload tile: the share of the buffer budget in use
+// (DESIGN.md §13), worst instance.
+func budgetPanel() *stat.PanelBuilder {
+	expr := fmt.Sprintf("max by (%[1]s) (%[2]s{%[4]s} / %[3]s{%[4]s})",
+		telemetry.LabelRegion, telemetry.MetricBudgetUsed, telemetry.MetricBudgetLimit, mRegion)
+	return stat.NewPanelBuilder().
+		Id(idBudget).
+		Title("Buffer budget in use").
+		Description("Share of the process's buffer budget (held stream-gate frames, bodies being classified, request bodies kept for replay) in use, worst instance per region. " +
+			"Near 100 % hops fail over with buffer_budget and request bodies are shed (503 engine_overloaded). " +
+			"Answers: is a broken upstream (an endless body) eating the memory every stream shares?").
+		GridPos(grid(0, 57, 6, 6)).
+		Datasource(promDS).
+		WithTarget(query("A", expr, "{{"+telemetry.LabelRegion+"}}")).
+		Unit("percentunit").
+		Min(0).
+		Max(1).
+		Thresholds(dashboard.NewThresholdsConfigBuilder().
+			Mode(dashboard.ThresholdsModeAbsolute).
+			Steps([]dashboard.Threshold{
+				{Value: nil, Color: "green"},
+				{Value: cog.ToPtr(0.7), Color: "yellow"},
+				{Value: cog.ToPtr(0.9), Color: "red"},
+			}))
+}
+
+func shedPanel() *timeseries.PanelBuilder {
+	shed := sumRate(telemetry.LabelShedReason, telemetry.MetricShed, mRegion, rateWindow)
+	inFlight := fmt.Sprintf("sum(%s{%s})", telemetry.MetricInFlight, mRegion)
+	streams := fmt.Sprintf("sum(%s{%s})", telemetry.MetricStreamsOpen, mRegion)
+	return rateTimeseries(idShed, "Shed requests, requests in flight, open streams", grid(6, 57, 18, 6),
+		"Shed: new requests refused at once with 503 engine_overloaded and Retry-After, by reason (in_flight, streams, budget); "+
+			"/readyz says overloaded meanwhile, so the load balancer steers away. Committed streams are never cut to make room. "+
+			"In flight and streams: the counts the bounds apply to. Answers: is this instance shedding, and which bound is it at?",
+		query("A", shed, "shed {{"+telemetry.LabelShedReason+"}}"),
+		query("B", inFlight, "in flight"),
+		query("C", streams, "open streams"),
+	)
+}
+
 func Failover() (dashboard.Dashboard, error) { return FailoverWith(Options{}) }
 
 // FailoverWith is Failover with o's links.
@@ -496,5 +539,8 @@ func FailoverWith(o Options) (dashboard.Dashboard, error) {
 		WithPanel(latencyPanel(o)).
 		WithPanel(requestsPanel()).
 		WithPanel(costPanel()).
+		WithRow(dashboard.NewRowBuilder("Overload").Id(idRowOverload).GridPos(grid(0, 56, 24, 1))).
+		WithPanel(budgetPanel()).
+		WithPanel(shedPanel()).
 		Build()
 }

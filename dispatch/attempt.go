@@ -18,6 +18,7 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/gate"
 	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/reqbody"
@@ -354,7 +355,11 @@ func netLabel(err error) string { return netKind(err).String() }
 // upstreamError handles a non-2xx upstream answer: a retryable one with its
 // Retry-After, a final one with the body to pass on unchanged.
 func (a *attempt) upstreamError(resp *http.Response) *classify.HopError {
-	body, rerr := readBounded(resp.Body, DefaultMaxErrorBody, resp.ContentLength)
+	hold := overload.NewHold(a.c.e.budget)
+	body, rerr := readBounded(resp.Body, DefaultMaxErrorBody, resp.ContentLength, &hold)
+	// A final body is kept until the walk writes it; held bytes go back
+	// now: error bodies are bounded (1 MiB) and short-lived.
+	hold.Release()
 	e := classify.NewStatus(resp.StatusCode)
 	class := e.Class()
 	if rerr != nil && class == classify.Final {

@@ -11,6 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/hopgate/hopgate/dispatch/classify"
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/gate"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -27,9 +28,14 @@ func (a *attempt) buffered(resp *http.Response) *classify.HopError {
 		ir = &idleReader{r: resp.Body, clock: c.e.clock, d: d, cancel: a.cancel}
 		body = ir
 	}
-	b, err := readBounded(body, c.e.maxBody, resp.ContentLength)
+	hold := overload.NewHold(c.e.budget)
+	defer hold.Release() // the answer is written (or dropped) by then
+	b, err := readBounded(body, c.e.maxResponse(c.req), resp.ContentLength, &hold)
 	if ir != nil {
 		ir.stop()
+	}
+	if errors.Is(err, errBudget) {
+		return &classify.HopError{Kind: classify.KindBudget, Status: resp.StatusCode, Cause: err}
 	}
 	if err != nil {
 		if e := a.ctxEnded(); e != nil && (e.Class() != classify.Retryable || e.ChainDeadline()) {
@@ -144,12 +150,17 @@ func (a *attempt) abort(why string, cause error) *classify.HopError {
 // readBounded reads at most limit bytes; more is an error. size is the
 // body's declared length (Content-Length, -1 if unknown): a body that says
 // its length is read into one buffer of that size, not grown from 512 bytes
-// by copying (io.ReadAll), up to maxPresize.
-func readBounded(r io.Reader, limit, size int64) ([]byte, error) {
+// by copying (io.ReadAll), up to maxPresize. The buffer's capacity is held
+// against hold's budget as it grows (nil: unbounded); a buffer the budget
+// cannot hold is errBudget.
+func readBounded(r io.Reader, limit, size int64, hold *overload.Hold) ([]byte, error) {
 	n := int64(512)
 	if size >= 0 {
 		// +1: room for the read that reports EOF without growing.
 		n = min(size, limit, maxPresize) + 1
+	}
+	if hold != nil && !hold.Grow(n) {
+		return nil, errBudget
 	}
 	b := make([]byte, 0, n)
 	for {
@@ -157,7 +168,11 @@ func readBounded(r io.Reader, limit, size int64) ([]byte, error) {
 			return b[:limit], errBodyTooLarge
 		}
 		if len(b) == cap(b) {
+			old := cap(b)
 			b = append(b, 0)[:len(b)]
+			if hold != nil && !hold.Grow(int64(cap(b)-old)) {
+				return b, errBudget
+			}
 		}
 		end := int64(cap(b))
 		if end > limit+1 {
@@ -182,6 +197,9 @@ func readBounded(r io.Reader, limit, size int64) ([]byte, error) {
 const maxPresize = 4 << 20
 
 var errBodyTooLarge = errors.New("upstream body exceeds the limit")
+
+// errBudget: a buffer would cross the process's buffer budget.
+var errBudget = errors.New("buffer budget exhausted: the process holds too many buffered bytes")
 
 // idleReader cancels the hop when no byte arrives for d.
 type idleReader struct {

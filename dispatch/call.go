@@ -463,7 +463,10 @@ func (c *call) lostCommit() *classify.HopError {
 // dropBody lets go of the client body once an answer is committed that no
 // later hop can need: an open stream then holds no copy of a prompt larger
 // than smallBody (a smaller one stays in the hop's request body).
-func (c *call) dropBody() { c.req.Body = nil }
+func (c *call) dropBody() {
+	c.req.Body = nil
+	c.req.BodyHold.Release()
+}
 
 // sharedStatus: when every hop returned the same upstream status, the client
 // gets that status (a 429 everywhere is a 429), else 502.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/telemetry"
@@ -29,8 +30,10 @@ const (
 	DefaultMaxHeld = 1 << 20
 	// DefaultMaxErrorBody bounds an upstream error body we read and pass on.
 	DefaultMaxErrorBody = 1 << 20
-	// DefaultMaxResponseBody bounds a non-streaming upstream body (images in
-	// base64 are large; anything beyond this is classified as a failed hop).
+	// DefaultMaxResponseBody bounds a non-streaming upstream body when the
+	// config says nothing (a Config built in code); a loaded config has a
+	// bound per operation (overload.max_response_bytes, 16 MiB, images and
+	// embeddings 64 MiB). Anything beyond it is a failed hop.
 	DefaultMaxResponseBody = 64 << 20
 )
 
@@ -61,6 +64,10 @@ type Options struct {
 	// Providers resolves the cloud credential chains of bedrock, vertex and
 	// Entra ID channels (the zero value: each SDK's default chain).
 	Providers provider.Options
+	// Budget is the process's buffer budget (DESIGN.md §13): held gate
+	// frames and buffered answers count against it, and a hop whose
+	// buffer would cross it fails as retryable. Nil: unbounded.
+	Budget *overload.Budget
 }
 
 // Engine applies the four layers to requests. One Engine serves the whole
@@ -75,7 +82,8 @@ type Engine struct {
 	jitter    func() float64
 	maxFrame  int
 	maxHeld   int
-	maxBody   int64
+	maxBody   int64 // overrides the config's per-operation bound when > 0
+	budget    *overload.Budget
 	// chains caches the hopgate.chain attribute of each model (chain).
 	chains  sync.Map // chainKey -> string
 	nchains atomic.Int64
@@ -119,9 +127,7 @@ func New(o Options) *Engine {
 	if e.maxHeld <= 0 {
 		e.maxHeld = DefaultMaxHeld
 	}
-	if e.maxBody <= 0 {
-		e.maxBody = DefaultMaxResponseBody
-	}
+	e.budget = o.Budget
 	tr := o.Transport
 	if tr == nil {
 		tr = NewTransport()
@@ -208,6 +214,10 @@ type Request struct {
 	Operation string // config operation name, e.g. "chat"
 	// Path is appended to the channel base URL, e.g. "/chat/completions".
 	Path string
+	// BodyHold is Body's bytes against the buffer budget; the engine
+	// releases it when it lets go of Body (a committed stream), the caller
+	// at the end of the request.
+	BodyHold overload.Hold
 	// Body is the client body as received; only the model field is rewritten.
 	// Serve sets it to nil once it has committed a streamed answer that no
 	// later hop can need (every hop but a mid-stream resume is over then).
@@ -309,4 +319,20 @@ func (e *Engine) CheckChannels(cfg *config.Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Budget is the engine's buffer budget (nil: unbounded).
+func (e *Engine) Budget() *overload.Budget { return e.budget }
+
+// maxResponse bounds one buffered answer of req.
+func (e *Engine) maxResponse(req *Request) int64 {
+	if e.maxBody > 0 {
+		return e.maxBody
+	}
+	if req.Config != nil {
+		if n := req.Config.Overload.MaxResponse(req.Operation); n > 0 {
+			return n
+		}
+	}
+	return DefaultMaxResponseBody
 }

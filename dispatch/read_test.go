@@ -53,7 +53,7 @@ func TestReadBounded(t *testing.T) {
 			if tc.r != nil {
 				r = tc.r(r)
 			}
-			got, err := readBounded(r, tc.limit, tc.size)
+			got, err := readBounded(r, tc.limit, tc.size, nil)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("err = %v, want %v", err, tc.err)
 			}
@@ -71,7 +71,7 @@ func TestReadBoundedOneAllocation(t *testing.T) {
 	r := bytes.NewReader(body)
 	allocs := testing.AllocsPerRun(100, func() {
 		r.Reset(body)
-		if _, err := readBounded(r, 1<<20, int64(len(body))); err != nil {
+		if _, err := readBounded(r, 1<<20, int64(len(body)), nil); err != nil {
 			t.Fatal(err)
 		}
 	})

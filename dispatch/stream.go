@@ -11,6 +11,7 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/gate"
 	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/sse"
@@ -145,6 +146,7 @@ type gateHold struct {
 	bytes  int
 	start  time.Time
 	span   telemetry.GateSpan
+	hold   overload.Hold // the held frames, against the process's budget
 }
 
 // decide records the gate's decision.
@@ -167,7 +169,9 @@ func (g *gateHold) fail(decision string, kind classify.Kind) *classify.HopError 
 func (a *attempt) gate(resp *http.Response, feed *frameFeed) *classify.HopError {
 	c := a.c
 	pol := a.m.Policy
-	g := &gateHold{a: a, start: c.e.clock.Now(), span: a.span.Gate(a.ctx)}
+	g := &gateHold{a: a, start: c.e.clock.Now(), span: a.span.Gate(a.ctx), hold: overload.NewHold(c.e.budget)}
+	// Once the gate decided, held frames are written or dropped.
+	defer g.hold.Release()
 	var gateC <-chan time.Time
 	if pol.GateTimeout > 0 {
 		t := c.e.clock.NewTimer(pol.GateTimeout)
@@ -224,6 +228,11 @@ func (a *attempt) gate(resp *http.Response, feed *frameFeed) *classify.HopError 
 			}
 			if g.bytes+len(it.raw) > c.e.maxHeld {
 				return g.fail(telemetry.GateDiscardError, classify.KindGateOverflow)
+			}
+			if !g.hold.Grow(int64(len(it.raw))) {
+				// The process holds too many buffered bytes: this hop
+				// fails; the next channel may be sane.
+				return g.fail(telemetry.GateDiscardError, classify.KindBudget)
 			}
 			g.frames = append(g.frames, it.raw)
 			g.bytes += len(it.raw)

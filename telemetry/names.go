@@ -117,6 +117,13 @@ const (
 	MetricCost               = "hopgate_cost_total"
 	MetricMalformedFrames    = "hopgate_stream_malformed_frames_total"
 	MetricStreamInterrupted  = "hopgate_stream_interruptions_total"
+	// Overload protection (DESIGN.md §13).
+	MetricBudgetUsed  = "hopgate_buffer_budget_used_bytes"
+	MetricBudgetLimit = "hopgate_buffer_budget_limit_bytes"
+	MetricInFlight    = "hopgate_requests_in_flight"
+	MetricStreamsOpen = "hopgate_streams_open"
+	MetricShed        = "hopgate_shed_requests_total"
+	LabelShedReason   = "reason"
 )
 
 // Metric label names.

@@ -9,16 +9,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Overload metrics (DESIGN.md §13).
-const (
-	MetricBudgetUsed  = "hopgate_buffer_budget_used_bytes"
-	MetricBudgetLimit = "hopgate_buffer_budget_limit_bytes"
-	MetricInFlight    = "hopgate_requests_in_flight"
-	MetricStreamsOpen = "hopgate_streams_open"
-	MetricShed        = "hopgate_shed_requests_total"
-	LabelShedReason   = "reason"
-)
-
 // OverloadObservation is the overload state the gauges report.
 type OverloadObservation struct {
 	BudgetUsed, BudgetLimit int64
@@ -73,6 +63,11 @@ func (m *Metrics) ObserveOverload(f func() OverloadObservation) {
 		return
 	}
 	m.overload.observe.Store(&f)
+	// Every reason's series exists from the start (at 0), so a rate over
+	// it is a number, not "no data", until the first shed.
+	for _, r := range []string{"in_flight", "streams", "budget"} {
+		m.overload.shed.Add(context.Background(), 0, metric.WithAttributes(m.region, attribute.String(LabelShedReason, r)))
+	}
 }
 
 // Shed counts a request refused at once by overload protection.

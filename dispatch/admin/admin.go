@@ -11,6 +11,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -19,6 +20,9 @@ type Server struct {
 	Config    func() *config.Config
 	Engine    *dispatch.Engine
 	Telemetry *telemetry.Telemetry
+	// Admission is the overload protection's admission bounds (nil: none):
+	// /readyz says overloaded while a new request would be shed.
+	Admission *overload.Admission
 	ready     atomic.Bool
 }
 
@@ -37,6 +41,13 @@ func (s *Server) Handler() http.Handler {
 		if !s.ready.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("not ready\n"))
+			return
+		}
+		if reason, over := s.Admission.Overloaded(); over {
+			// A load balancer steers new requests away; requests and
+			// streams in flight go on (DESIGN.md §13).
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("overloaded: " + reason + "\n"))
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))

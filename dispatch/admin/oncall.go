@@ -34,6 +34,17 @@ type oncallView struct {
 	Ring      telemetry.TraceRingStats
 	TraceURL  bool
 	Threshold string // the 25 % line, as text
+	Overload  overloadTile
+}
+
+// overloadTile is the overload protection at a glance (DESIGN.md §13): the
+// buffer budget in use and the admission counts against their bounds.
+type overloadTile struct {
+	State                   string // closed (green) | half-open (yellow, ≥ 70 %) | open (red: shedding)
+	Budget                  string // "12 % of 256 MiB"
+	InFlight, Streams       int64
+	MaxInFlight, MaxStreams int64
+	Shedding                string // the bound a new request would be shed at, "" when none
 }
 
 // tileRow is one region's breaker row ("Breakers — eu-west-1").
@@ -115,6 +126,7 @@ func (s *Server) oncall() oncallView {
 	v := oncallView{Now: now.UTC(), Region: cfg.Region, TraceURL: cfg.Telemetry.TraceURL != "",
 		Ring: s.Telemetry.Traces.Stats(), Threshold: pctText(errorRateThreshold)}
 
+	v.Overload = s.overloadTile()
 	row := tileRow{Region: orDash(cfg.Region)}
 	for _, ch := range cfg.Channels {
 		row.Tiles = append(row.Tiles, s.tile(ch, now))
@@ -222,3 +234,30 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// overloadTile reads the budget and admission now.
+func (s *Server) overloadTile() overloadTile {
+	b := s.Engine.Budget()
+	t := overloadTile{State: "closed", InFlight: s.Admission.InFlight(), Streams: s.Admission.Streams()}
+	t.MaxInFlight, t.MaxStreams = s.Admission.Limits()
+	share := 0.0
+	if l := b.Limit(); l > 0 {
+		share = float64(b.Used()) / float64(l)
+		t.Budget = pctText(share) + " of " + mib(l)
+	} else {
+		t.Budget = "unbounded"
+	}
+	if reason, over := s.Admission.Overloaded(); over {
+		t.Shedding = reason
+	}
+	switch {
+	case t.Shedding != "" || share >= 0.9:
+		t.State = "open"
+	case share >= 0.7:
+		t.State = "half-open"
+	}
+	return t
+}
+
+// mib renders a byte count in MiB.
+func mib(n int64) string { return strconv.FormatInt(n>>20, 10) + " MiB" }

@@ -21,6 +21,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/dispatch/status"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/telemetry"
@@ -33,6 +34,7 @@ type Server struct {
 	tel    *telemetry.Telemetry
 	log    *slog.Logger
 	status *status.Service // status.go; nil: /status answers like an unknown route
+	adm    *overload.Admission
 }
 
 // New builds the API server. tel and log may be nil (no-op telemetry,
@@ -124,9 +126,20 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 // quarter of it. The checks (admit) and the access log line (logRequest)
 // are calls of their own so their locals are not part of this frame.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
+	if !s.enter(w, r) {
+		return
+	}
+	defer s.adm.Leave()
 	req := s.admit(w, r, rt)
 	if req == nil {
 		return
+	}
+	defer req.BodyHold.Release()
+	if req.Stream {
+		if !s.openStream(w, r) {
+			return
+		}
+		defer s.adm.CloseStream()
 	}
 	res := s.engine.Serve(w, r, req)
 	s.status.Record(req.Model.Name, res.Outcome)
@@ -143,7 +156,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 // nil once a rejection has been written.
 //
 //go:noinline
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispatch.Request {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) (req *dispatch.Request) {
 	cfg := s.cfg.Load()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -167,8 +180,25 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispat
 	// a connection); the deadline is lifted before the answer streams.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
+	// The body is kept for replay on every hop: it counts against the
+	// buffer budget, its declared length before a byte is read.
+	hold := overload.NewHold(s.engine.Budget())
+	defer func() {
+		if req == nil {
+			hold.Release() // refused: nothing keeps the body
+		}
+	}()
+	if r.ContentLength > 0 && !hold.Grow(min(r.ContentLength, cfg.MaxBodyBytes)) {
+		s.shed(w, r, overload.ShedBudget)
+		return nil
+	}
 	body, err := readBody(http.MaxBytesReader(w, r.Body, cfg.MaxBodyBytes), r.ContentLength, cfg.MaxBodyBytes)
 	_ = rc.SetReadDeadline(time.Time{})
+	if extra := int64(cap(body)) - hold.Held(); err == nil && extra > 0 && !hold.Grow(extra) {
+		hold.Release()
+		s.shed(w, r, overload.ShedBudget)
+		return nil
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -179,7 +209,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispat
 		s.fail(w, r, apierror.InvalidRequest("could not read the request body: "+err.Error(), ""))
 		return nil
 	}
-	req := &dispatch.Request{
+	req = &dispatch.Request{
+		BodyHold:  hold,
 		Config:    cfg,
 		Operation: rt.Operation,
 		Path:      rt.Upstream,
@@ -388,3 +419,49 @@ func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request, cfg *co
 	w.Header().Set("X-Request-Id", dispatch.RequestID(r.Context()))
 	_ = json.NewEncoder(w).Encode(out)
 }
+
+// retryAfterShed is the Retry-After of a shed request: soon, since a
+// bound frees as soon as a request ends.
+const retryAfterShed = time.Second
+
+// enter admits a request past the in-flight bound, or sheds it.
+//
+//go:noinline
+func (s *Server) enter(w http.ResponseWriter, r *http.Request) bool {
+	if reason, ok := s.adm.Enter(); !ok {
+		s.shed(w, r, reason)
+		return false
+	}
+	return true
+}
+
+// openStream admits a streaming request past the stream bound, or sheds it.
+//
+//go:noinline
+func (s *Server) openStream(w http.ResponseWriter, r *http.Request) bool {
+	if reason, ok := s.adm.OpenStream(); !ok {
+		s.shed(w, r, reason)
+		return false
+	}
+	return true
+}
+
+// shed answers a request refused by overload protection at once: 503
+// engine_overloaded with Retry-After, never a queue (DESIGN.md §13).
+func (s *Server) shed(w http.ResponseWriter, r *http.Request, reason string) {
+	s.tel.Metrics.Shed(r.Context(), reason)
+	msg := "hopgate is overloaded (" + reason + "): retry shortly"
+	switch reason {
+	case overload.ShedInFlight:
+		msg = "hopgate is at its bound of requests in flight: retry shortly"
+	case overload.ShedStreams:
+		msg = "hopgate is at its bound of open streams: retry shortly"
+	case overload.ShedBudget:
+		msg = "hopgate cannot buffer this request body now (buffer budget): retry shortly"
+	}
+	s.fail(w, r, apierror.EngineOverloaded(msg, retryAfterShed))
+}
+
+// SetAdmission sets the admission bounds (nil: unbounded). Call it before
+// serving.
+func (s *Server) SetAdmission(a *overload.Admission) { s.adm = a }

@@ -41,6 +41,7 @@ const (
 	KindStalled                   // a continuation stalled
 	KindCredential                // the channel's credential could not be obtained (token refresh, AWS chain)
 	KindUnsupported               // the request cannot be expressed for this channel's family (a client error)
+	KindBudget                    // buffering the answer would cross the process's buffer budget
 	kindCount
 )
 
@@ -73,6 +74,7 @@ var kindLabels = [kindCount]string{
 	KindStalled:       "stalled",
 	KindCredential:    "credential_error",
 	KindUnsupported:   "unsupported_request",
+	KindBudget:        "buffer_budget",
 }
 
 // String is the kind's label.

@@ -17,6 +17,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/api"
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/dispatch/status"
 	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/telemetry"
@@ -99,8 +100,20 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		g.tel, g.ownTel = t, true
 	}
 	breakers := breaker.NewSet(breaker.WithClock(clock), breaker.WithOnTransition(g.onTransition))
+	// Overload protection (DESIGN.md §13): fixed for the process's life
+	// (a reload does not change the budget or the bounds).
+	budget := overload.NewBudget(overload.BudgetFor(cfg.Overload.BudgetBytes, cfg.Overload.BudgetFraction))
+	maxInFlight, maxStreams := cfg.Overload.MaxInFlight, cfg.Overload.MaxStreams
+	if maxInFlight == 0 {
+		maxInFlight = overload.DefaultInFlight(budget.Limit())
+	}
+	if maxStreams == 0 {
+		maxStreams = overload.DefaultStreams(budget.Limit())
+	}
+	adm := overload.NewAdmission(maxInFlight, maxStreams)
 	g.engine = dispatch.New(dispatch.Options{
-		Clock: clock, Transport: o.Transport, Breakers: breakers,
+		Budget: budget,
+		Clock:  clock, Transport: o.Transport, Breakers: breakers,
 		Telemetry: g.tel, Logger: g.log, Version: o.Version,
 		MaxFrame: o.MaxFrame, MaxHeld: o.MaxHeld, MaxResponseBody: o.MaxResponseBody,
 		Providers: o.Providers,
@@ -110,12 +123,19 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		return nil, fmt.Errorf("channel credentials: %w", err)
 	}
 	g.api = api.New(cfg, g.engine, g.tel, g.log)
+	g.api.SetAdmission(adm)
+	g.tel.Metrics.ObserveOverload(func() telemetry.OverloadObservation {
+		return telemetry.OverloadObservation{BudgetUsed: budget.Used(), BudgetLimit: budget.Limit(),
+			InFlight: adm.InFlight(), Streams: adm.Streams()}
+	})
+	g.log.Info("overload protection", slog.Int64("buffer_budget_bytes", budget.Limit()),
+		slog.Int64("max_in_flight", maxInFlight), slog.Int64("max_streams", maxStreams))
 	g.status = status.New(status.Options{Store: o.StatusStore, Clock: clock, Config: g.api.Config, Logger: g.log})
 	g.api.SetStatus(g.status)
 	g.tel.Metrics.ObserveBreakers(func() []telemetry.BreakerObservation {
 		return g.engine.BreakerObservations(g.api.Config())
 	})
-	g.admin = &admin.Server{Config: g.api.Config, Engine: g.engine, Telemetry: g.tel}
+	g.admin = &admin.Server{Config: g.api.Config, Engine: g.engine, Telemetry: g.tel, Admission: adm}
 
 	var err error
 	if g.mainLn, err = net.Listen("tcp", cfg.Listen); err != nil {

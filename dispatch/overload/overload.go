@@ -179,9 +179,9 @@ func NewAdmission(maxInFlight, maxStreams int64) *Admission {
 	return &Admission{maxInFlight: maxInFlight, maxStreams: maxStreams}
 }
 
-// Enter admits a request (stream: it asked for a streamed answer), or
-// returns the reason it is shed. An admitted request must Leave.
-func (a *Admission) Enter(stream bool) (reason string, ok bool) {
+// Enter admits a request past the in-flight bound, or returns the reason
+// it is shed. An admitted request must Leave.
+func (a *Admission) Enter() (reason string, ok bool) {
 	if a == nil {
 		return "", true
 	}
@@ -189,25 +189,34 @@ func (a *Admission) Enter(stream bool) (reason string, ok bool) {
 		a.inFlight.Add(-1)
 		return ShedInFlight, false
 	}
-	if stream {
-		if n := a.streams.Add(1); a.maxStreams > 0 && n > a.maxStreams {
-			a.streams.Add(-1)
-			a.inFlight.Add(-1)
-			return ShedStreams, false
-		}
+	return "", true
+}
+
+// Leave ends a request admitted by Enter.
+func (a *Admission) Leave() {
+	if a != nil {
+		a.inFlight.Add(-1)
+	}
+}
+
+// OpenStream admits a streaming request past the stream bound, or returns
+// the reason it is shed. An admitted stream must CloseStream.
+func (a *Admission) OpenStream() (reason string, ok bool) {
+	if a == nil {
+		return "", true
+	}
+	if n := a.streams.Add(1); a.maxStreams > 0 && n > a.maxStreams {
+		a.streams.Add(-1)
+		return ShedStreams, false
 	}
 	return "", true
 }
 
-// Leave ends a request admitted by Enter with the same stream flag.
-func (a *Admission) Leave(stream bool) {
-	if a == nil {
-		return
-	}
-	if stream {
+// CloseStream ends a stream admitted by OpenStream.
+func (a *Admission) CloseStream() {
+	if a != nil {
 		a.streams.Add(-1)
 	}
-	a.inFlight.Add(-1)
 }
 
 // InFlight and Streams are the counts now.

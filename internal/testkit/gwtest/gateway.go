@@ -17,6 +17,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/api"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/gateway"
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/testkit"
 	"github.com/hopgate/hopgate/telemetry"
@@ -64,6 +65,13 @@ type Options struct {
 	// process's OTEL_* variables, as `hopgate serve` does (Start only):
 	// Gateway.Tel is then the gateway's, and Spans nil.
 	OwnTelemetry bool
+	// Budget and Admission are the overload protection of a New gateway
+	// (nil: unbounded); a Start gateway builds its own from the config.
+	Budget    *overload.Budget
+	Admission *overload.Admission
+	// WrapTransport wraps the engine's upstream transport (a transport
+	// that panics, one that counts).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// Providers resolves the cloud credentials of bedrock and vertex
 	// channels, given the started fakes (a service-account key whose
 	// token_uri is a fake's token endpoint, static AWS keys).
@@ -125,15 +133,21 @@ func NewWith(tb testing.TB, o Options, yml string, fakes ...string) *Gateway {
 	g.Config = g.parse(o, g.Expand(yml))
 	g.setupTelemetry(o)
 	log := g.logger(o)
+	var tr http.RoundTripper = g.Transport
+	if o.WrapTransport != nil {
+		tr = o.WrapTransport(tr)
+	}
 	g.Engine = dispatch.New(dispatch.Options{
 		Clock: g.clock(o), Telemetry: g.Tel, Logger: log, Jitter: func() float64 { return 0 },
-		Transport: g.Transport, MaxFrame: o.MaxFrame, MaxResponseBody: o.MaxResponseBody,
-		Providers: g.providers(o),
+		Transport: tr, MaxFrame: o.MaxFrame, MaxResponseBody: o.MaxResponseBody,
+		Providers: g.providers(o), Budget: o.Budget,
 	})
 	if err := g.Engine.CheckChannels(g.Config); err != nil {
 		tb.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(g.Config, g.Engine, g.Tel, log).Handler())
+	a := api.New(g.Config, g.Engine, g.Tel, log)
+	a.SetAdmission(o.Admission)
+	srv := httptest.NewServer(a.Handler())
 	g.URL = srv.URL
 	tb.Cleanup(func() {
 		g.cancel()

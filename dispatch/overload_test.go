@@ -1,0 +1,223 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hopgate/hopgate/dispatch/overload"
+	"github.com/hopgate/hopgate/internal/sse"
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
+)
+
+// keepAlives answers a stream with n SSE comments (held by the gate: not
+// decisive) before its answer: a gate that must buffer.
+type keepAlives struct{ n int }
+
+func (k keepAlives) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	for i := 0; i < k.n; i++ {
+		_, _ = w.Write([]byte(": keep-alive\n\n"))
+	}
+	_, _ = w.Write([]byte(`data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}` + "\n\n" + "data: [DONE]\n\n"))
+}
+
+// TestBufferBudgetFailsTheHopOver: a hop whose buffer would cross the
+// process's budget (a huge non-streaming answer, a gate holding too many
+// frames) fails as retryable with its own label, and the next channel,
+// which fits, answers; nothing stays held afterwards.
+func TestBufferBudgetFailsTheHopOver(t *testing.T) {
+	budget := overload.NewBudget(4 << 10)
+	h := gwtest.NewWith(t, gwtest.Options{Budget: budget}, twoChannels("m|tokens=3000", "m|tokens=5", ""), "a", "b")
+	r := h.Post(chat(false))
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:buffer_budget -> b:ok" {
+		t.Fatalf("status %d path %q: %.200s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
+	}
+	testkit.Eventually(t, func() bool { return budget.Used() == 0 }, "the budget back to zero")
+
+	budget = overload.NewBudget(512)
+	h = gwtest.NewWith(t, gwtest.Options{Budget: budget, Custom: map[string]http.Handler{"a": keepAlives{n: 60}}},
+		twoChannels("m", "m", ""), "b")
+	r = h.Post(chat(true))
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:buffer_budget -> b:ok" {
+		t.Fatalf("gate: status %d path %q: %.200s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
+	}
+	testkit.Eventually(t, func() bool { return budget.Used() == 0 }, "the budget back to zero")
+}
+
+// panicky panics instead of sending a request to host boom.invalid.
+type panicky struct{ next http.RoundTripper }
+
+func (p panicky) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host == "boom.invalid" {
+		panic("a bug in the transport")
+	}
+	return p.next.RoundTrip(r)
+}
+
+// TestBudgetReturnsToZero: whatever the path — success, a failed hop, a
+// final error, the client leaving mid-stream, a panic — every byte held
+// against the budget and every admission slot comes back.
+func TestBudgetReturnsToZero(t *testing.T) {
+	budget := overload.NewBudget(64 << 20)
+	adm := overload.NewAdmission(100, 10)
+	held := newHeldStream(t)
+	h := gwtest.NewWith(t, gwtest.Options{Budget: budget, Admission: adm, Custom: map[string]http.Handler{"held": held},
+		WrapTransport: func(next http.RoundTripper) http.RoundTripper { return panicky{next} }}, `
+auth: {mode: none}
+channels:
+  - {id: held, base_url: "{{url:held}}"}
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
+  - {id: b, base_url: "{{url:b}}", api_key_env: CHANNEL_KEY}
+  - {id: boom, base_url: "http://boom.invalid/v1"}
+models:
+  - {name: m, chain: [{channel: held, upstream_model: m}]}
+  - {name: ok, chain: [{channel: a, upstream_model: ok}]}
+  - name: fail
+    chain: [{channel: a, upstream_model: "m|503"}, {channel: b, upstream_model: "m|error-body"}]
+  - {name: final, chain: [{channel: a, upstream_model: "m|400"}]}
+  - {name: boom, chain: [{channel: boom, upstream_model: boom}]}
+`, "a", "b")
+	held.releaseAtEnd(t)
+	zero := func(what string) {
+		t.Helper()
+		testkit.Eventually(t, func() bool {
+			return budget.Used() == 0 && adm.InFlight() == 0 && adm.Streams() == 0
+		}, what+": budget and admission back to zero")
+	}
+	for _, body := range []string{gwtest.ChatBody("fail", false), gwtest.ChatBody("fail", true), gwtest.ChatBody("final", false), gwtest.ChatBody("final", true)} {
+		if r := h.Post(body); r.Status < 400 {
+			t.Fatalf("%s: status %d", body, r.Status)
+		}
+		zero(body)
+	}
+	for _, stream := range []bool{false, true} {
+		if r := h.Post(gwtest.ChatBody("ok", stream)); r.Status != 200 {
+			t.Fatalf("success (stream %v): %d %.200s", stream, r.Status, r.Body)
+		}
+		zero("a success")
+	}
+
+	// The client leaves mid-stream.
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := h.Open(ctx, chat(true))
+	testkit.Recv(t, held.opened, "the stream")
+	gwtest.ReadTokens(t, sse.NewReader(resp.Body, 0), 0)
+	if adm.Streams() != 1 || adm.InFlight() != 1 {
+		t.Fatalf("while streaming: %d streams, %d in flight", adm.Streams(), adm.InFlight())
+	}
+	// Committed: its request body is let go, the gate holds nothing.
+	testkit.Eventually(t, func() bool { return budget.Used() == 0 }, "a committed stream holding nothing of the budget")
+	cancel()
+	resp.Body.Close()
+	zero("a client gone mid-stream")
+
+	// A panic in the request path: net/http recovers it and breaks the
+	// connection; the deferred releases still run.
+	if r, err := h.Call(context.Background(), "/v1/chat/completions", "application/json", []byte(gwtest.ChatBody("boom", false))); err == nil && r.Status < 500 {
+		t.Fatalf("panic: status %d", r.Status)
+	}
+	zero("a panic")
+}
+
+// TestCommittedStreamSurvivesShedding: at the stream bound a new stream is
+// shed at once (503 engine_overloaded with Retry-After) and /readyz says
+// overloaded, while the committed stream goes on to its end; a request
+// that does not stream still passes, and readiness comes back.
+func TestCommittedStreamSurvivesShedding(t *testing.T) {
+	held := newHeldStream(t)
+	h := gwtest.Start(t, gwtest.Options{Custom: map[string]http.Handler{"held": held}}, `
+listen: "{{listen}}"
+admin_listen: "{{admin}}"
+auth: {mode: none}
+overload: {max_streams: 1, max_in_flight: 10}
+channels:
+  - {id: held, base_url: "{{url:held}}"}
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
+models:
+  - {name: m, chain: [{channel: held, upstream_model: m}]}
+  - {name: quick, chain: [{channel: a, upstream_model: q}]}
+`, "a")
+	ready := func() (int, string) {
+		resp, err := http.Get(h.AdminURL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	resp := h.Open(t.Context(), chat(true)) // committed
+	defer resp.Body.Close()
+	testkit.Recv(t, held.opened, "the stream")
+
+	r := h.Post(chat(true))
+	var e struct{ Error struct{ Code string } }
+	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(r.Body, `"engine_overloaded"`) {
+		t.Fatalf("second stream: %d retry-after %q: %s", r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	_ = e
+	if code, body := ready(); code != 503 || !strings.Contains(body, "overloaded: streams") {
+		t.Fatalf("readyz at the bound: %d %q", code, body)
+	}
+	if r := h.Post(gwtest.ChatBody("quick", false)); r.Status != 200 {
+		t.Fatalf("a non-streaming request at the stream bound: %d %s", r.Status, r.Body)
+	}
+	held.Release()
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rest), `"last"`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("the committed stream was not completed: %q", rest)
+	}
+	testkit.Eventually(t, func() bool { code, _ := ready(); return code == 200 }, "readiness back")
+}
+
+// heldStream answers one content chunk at once, then holds the stream
+// open until release is closed (or the client leaves), then finishes it:
+// a committed stream that stays open as long as the test needs.
+type heldStream struct {
+	release chan struct{}
+	opened  chan struct{}
+	once    sync.Once
+}
+
+// newHeldStream's streams are released when the test ends at the latest,
+// so a failing test does not hang its gateway's shutdown.
+func newHeldStream(t *testing.T) *heldStream {
+	s := &heldStream{release: make(chan struct{}), opened: make(chan struct{}, 16)}
+	t.Cleanup(s.Release)
+	return s
+}
+
+// releaseAtEnd releases held streams before the gateway's own cleanup
+// (registered earlier, run later) waits for their connections.
+func (s *heldStream) releaseAtEnd(t *testing.T) { t.Cleanup(s.Release) }
+
+// Release lets every held stream finish.
+func (s *heldStream) Release() { s.once.Do(func() { close(s.release) }) }
+
+func (s *heldStream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	chunk := func(delta, finish string) {
+		_, _ = w.Write([]byte(`data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + finish + `}]}` + "\n\n"))
+		_ = http.NewResponseController(w).Flush()
+	}
+	chunk(`{"content":"first "}`, "null")
+	s.opened <- struct{}{}
+	select {
+	case <-s.release:
+	case <-r.Context().Done():
+		return
+	}
+	chunk(`{"content":"last"}`, `"stop"`)
+	_, _ = w.Write([]byte("data: [DONE]\n\n"))
+}
