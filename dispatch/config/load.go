@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
@@ -47,7 +48,16 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, os.LookupEnv)
+	c, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	// The SQLite file lives next to the config file unless the file says
+	// otherwise: where the gateway was started from must not matter.
+	if c.Store.Enabled && c.Store.Driver == StoreSQLite && !filepath.IsAbs(c.Store.Path) {
+		c.Store.Path = filepath.Join(filepath.Dir(path), c.Store.Path)
+	}
+	return c, nil
 }
 
 // document decodes the single YAML document of data and returns its root

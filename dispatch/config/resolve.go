@@ -143,6 +143,7 @@ func (p *parser) resolve(f *rawFile) *Config {
 	base := DefaultPolicy(globalProfile)
 	f.policy.apply(&base)
 	p.resolveModels(c, f, base)
+	p.resolveWallet(c, f)
 	return c
 }
 
@@ -182,7 +183,15 @@ func (p *parser) resolveAuth(c *Config, f *rawFile) {
 			continue
 		}
 		hashes[sum] = rk.id.v
-		c.Auth.Keys = append(c.Auth.Keys, Key{ID: rk.id.v, SHA256: sum})
+		tenant := rk.id.v
+		if rk.tenant.set {
+			if !validTenant(rk.tenant.v) {
+				p.errorf(rk.tenant.node, "tenant of %s must be 1 to 200 bytes without control characters", ctx)
+				continue
+			}
+			tenant = rk.tenant.v
+		}
+		c.Auth.Keys = append(c.Auth.Keys, Key{ID: rk.id.v, SHA256: sum, Tenant: tenant})
 	}
 	// A gateway that accepts no key at all is a mistake, not a locked door:
 	// say so at load rather than answer 401 to everyone.
@@ -371,6 +380,7 @@ func (p *parser) chain(c *Config, rm *rawModel, ctx string) []Entry {
 			UpstreamModel: re.upstreamModel.or(rm.name.v),
 			Price:         Price{Input: re.input.v, Output: re.output.v},
 			Prefill:       re.prefill.or(ch.Prefill),
+			PriceMicros:   entryPriceMicros(re),
 		}
 		if e.UpstreamModel == "" {
 			p.errorf(re.upstreamModel.node, "upstream_model in %s must not be empty", ectx)
