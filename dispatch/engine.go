@@ -245,4 +245,30 @@ type Result struct {
 	// (panic(http.ErrAbortHandler)) so the client sees a truncated
 	// transfer, never a clean end.
 	Aborted bool
+	// Answered: an upstream answer was committed to the client (complete
+	// or not). False for hopgate's own replies and final upstream errors
+	// passed through: those are never charged.
+	Answered bool
+	// Usage is what the hop that served the answer reported (the
+	// continuing hop's, for a resumed stream).
+	Usage Usage
+	// Delivered counts what a streamed answer delivered, for an estimate
+	// when no usage was reported (a stream cut after commit).
+	Delivered Delivered
+}
+
+// Usage is token usage as an upstream reported it.
+type Usage struct {
+	InputTokens, OutputTokens int64
+	Present                   bool
+}
+
+// Delivered is what a committed stream delivered to the client.
+type Delivered struct {
+	// TextBytes: bytes of answer text (choice 0's content, completions
+	// text, Responses output_text), after JSON unescaping.
+	TextBytes int64
+	// ToolCallFrames: frames carrying tool-call deltas (about one token
+	// each).
+	ToolCallFrames int64
 }

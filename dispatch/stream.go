@@ -33,6 +33,9 @@ type frameItem struct {
 	info gate.Info
 	text []byte
 	err  error
+	// textLen is len(info.Text) when the frame was read: a frame handed
+	// over before commit no longer carries its text unless it is kept.
+	textLen int
 }
 
 // frameFeed is a goroutine reading and classifying the frames of one
@@ -69,6 +72,7 @@ func (f *frameFeed) read(rd *sse.Reader, inspect func(sse.Frame) gate.Info, keep
 		if len(fr.Raw) > 0 && err == nil {
 			it.raw = append([]byte(nil), fr.Raw...)
 			it.info = inspect(fr)
+			it.textLen = len(it.info.Text)
 			if keepText && len(it.info.Text) > 0 {
 				it.text = append([]byte(nil), it.info.Text...)
 			}
@@ -330,6 +334,7 @@ func (a *attempt) pass(rd *sse.Reader, inspect func(sse.Frame) gate.Info, feed *
 			it.raw = f.Raw
 			it.info = inspect(f)
 			it.text = it.info.Text
+			it.textLen = len(it.info.Text)
 		}
 		if err, end := handle(&it); end {
 			return err
@@ -395,7 +400,9 @@ func (a *attempt) note(it *frameItem) {
 	}
 	if it.info.ToolCalls {
 		rw.toolCalls = true
+		rw.counted.ToolCallFrames++
 	}
+	rw.counted.TextBytes += int64(it.textLen)
 	if it.info.Model != "" {
 		a.respModel = it.info.Model
 	}
