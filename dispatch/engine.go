@@ -211,7 +211,9 @@ type Request struct {
 	// Content-Type is neither JSON nor text is committed at headers and
 	// streamed through (passthrough.go) instead of buffered and inspected.
 	Binary bool
-	// Tenant is the client key id (span attribute only, never a metric label).
+	// Tenant pays for the request: the client key's tenant (the key id
+	// unless configured otherwise). A span attribute only, never a metric
+	// label.
 	Tenant string
 	// Streaming responses are SSE (chat, completions, responses with stream:true).
 	Stream bool

@@ -31,7 +31,9 @@ type Server struct {
 	Config    func() *config.Config
 	Engine    *dispatch.Engine
 	Telemetry *telemetry.Telemetry
-	ready     atomic.Bool
+	// Tenants serves /admin/tenants (tenants.go); nil without a store.
+	Tenants *Tenants
+	ready   atomic.Bool
 }
 
 // SetReady flips /readyz (false while starting and while draining).
@@ -58,6 +60,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /admin/chains", s.guard(http.HandlerFunc(s.chains)))
 	mux.Handle("GET /admin/breakers", s.guard(http.HandlerFunc(s.breakers)))
 	mux.Handle("GET /admin/failovers", s.guard(http.HandlerFunc(s.failovers)))
+	s.tenantRoutes(mux)
 	return mux
 }
 
@@ -160,6 +163,7 @@ func (s *Server) html(w http.ResponseWriter, r *http.Request) {
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)

@@ -17,12 +17,30 @@ func authenticate(cfg *config.Config, r *http.Request) (id string, ok bool) {
 	if cfg.Auth.Mode == config.AuthNone {
 		return "", true
 	}
+	sum, ok := bearerSum(r)
+	if !ok {
+		return "", false
+	}
+	k := configKey(cfg, sum)
+	if k == nil {
+		return "", false
+	}
+	return k.ID, true
+}
+
+// bearerSum is the sha256 of the bearer token in Authorization, if any.
+func bearerSum(r *http.Request) ([32]byte, bool) {
 	h := r.Header.Get("Authorization")
 	const prefix = "bearer "
 	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return "", false
+		return [32]byte{}, false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
+	return sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):]))), true
+}
+
+// configKey returns the config key whose hash is sum, comparing with every
+// key in constant time; nil when none matches.
+func configKey(cfg *config.Config, sum [32]byte) *config.Key {
 	match := 0
 	for i := range cfg.Auth.Keys {
 		k := &cfg.Auth.Keys[i]
@@ -31,7 +49,7 @@ func authenticate(cfg *config.Config, r *http.Request) (id string, ok bool) {
 		}
 	}
 	if match == 0 {
-		return "", false
+		return nil
 	}
-	return cfg.Auth.Keys[match-1].ID, true
+	return &cfg.Auth.Keys[match-1]
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/wallet"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -31,6 +32,7 @@ type Server struct {
 	engine *dispatch.Engine
 	tel    *telemetry.Telemetry
 	log    *slog.Logger
+	wallet atomic.Pointer[wallet.Wallet] // nil: nothing is charged (wallet.go)
 }
 
 // New builds the API server. tel and log may be nil (no-op telemetry,
@@ -120,7 +122,18 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 	if req == nil {
 		return
 	}
+	hold, ok := s.reserve(w, r, req)
+	if !ok {
+		return
+	}
+	if hold != nil {
+		// Released on every path Finish does not see: a panic below.
+		defer hold.Guard()
+	}
 	res := s.engine.Serve(w, r, req)
+	if hold != nil {
+		s.settle(r, hold, res)
+	}
 	s.logRequest(r, req, res)
 	if res.Aborted {
 		// A binary body was cut after its headers went out: break the
@@ -141,9 +154,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispat
 		s.fail(w, r, apierror.MethodNotAllowed(r.Method))
 		return nil
 	}
-	tenant, ok := authenticate(cfg, r)
-	if !ok {
-		s.fail(w, r, apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>"))
+	tenant, aerr := s.identify(cfg, r)
+	if aerr != nil {
+		s.fail(w, r, aerr)
 		return nil
 	}
 	var boundary string
@@ -291,8 +304,8 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, e)
 		return
 	}
-	if _, ok := authenticate(cfg, r); !ok {
-		s.fail(w, r, apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>"))
+	if _, aerr := s.identify(cfg, r); aerr != nil {
+		s.fail(w, r, aerr)
 		return
 	}
 	type model struct {

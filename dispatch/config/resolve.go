@@ -198,7 +198,8 @@ func (p *parser) resolveAuth(c *Config, f *rawFile) {
 	modeBad := !f.auth.mode.set && hasKey(f.auth.node, "mode") // already reported
 	kn := f.auth.keysNode
 	noKeys := kn == nil || isNull(kn) || kn.Kind == yaml.SequenceNode && len(kn.Content) == 0
-	if c.Auth.Mode == AuthKeys && noKeys && !modeBad {
+	// With a store, keys may all be issued at run time (hopgate tenants).
+	if c.Auth.Mode == AuthKeys && noKeys && !modeBad && !f.wallet.store.set {
 		p.errorf(f.auth.mode.line(firstNode(f.auth.node, f.root)), "auth.mode is keys but auth.keys is empty; add a key or set auth.mode: none for local development")
 	}
 }

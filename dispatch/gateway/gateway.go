@@ -17,6 +17,8 @@ import (
 	"github.com/hopgate/hopgate/dispatch/api"
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/wallet"
+	"github.com/hopgate/hopgate/internal/store"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -58,6 +60,9 @@ type Gateway struct {
 	adminLn net.Listener
 	wg      sync.WaitGroup
 	errs    chan error
+	// The store and the wallet (wallet.go), nil without a store.
+	store  *store.Store
+	wallet *wallet.Wallet
 }
 
 // Start loads nothing itself: it binds the listeners of cfg and serves.
@@ -86,6 +91,10 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		}
 		g.tel, g.ownTel = t, true
 	}
+	if err := g.openStore(ctx, cfg, clock); err != nil {
+		g.closeTel(ctx)
+		return nil, err
+	}
 	breakers := breaker.NewSet(breaker.WithClock(clock), breaker.WithOnTransition(g.onTransition))
 	g.engine = dispatch.New(dispatch.Options{
 		Clock: clock, Transport: o.Transport, Breakers: breakers,
@@ -97,14 +106,17 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		return g.engine.BreakerObservations(g.api.Config())
 	})
 	g.admin = &admin.Server{Config: g.api.Config, Engine: g.engine, Telemetry: g.tel}
+	g.startWallet(ctx, clock)
 
 	var err error
 	if g.mainLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		g.closeWallet(ctx)
 		g.closeTel(ctx)
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	if g.adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
 		g.mainLn.Close()
+		g.closeWallet(ctx)
 		g.closeTel(ctx)
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.AdminListen, err)
 	}
@@ -180,6 +192,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if cfg.Listen != cur.Listen || cfg.AdminListen != cur.AdminListen {
 		return errors.New("listen and admin_listen cannot change on reload; restart instead")
 	}
+	if cfg.Store != cur.Store || cfg.Billing.Currency != cur.Billing.Currency {
+		return errors.New("store and billing.currency cannot change on reload; restart instead")
+	}
 	g.api.SetConfig(cfg)
 	g.log.Info("config reloaded", slog.Int("models", len(cfg.Models)), slog.Int("channels", len(cfg.Channels)))
 	return nil
@@ -202,6 +217,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	defer acancel()
 	_ = g.adm.Shutdown(actx)
 	g.wg.Wait()
+	// Requests are done: what they could not settle gets one more chance.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.DrainTimeout)
+	g.closeWallet(wctx)
+	wcancel()
 	g.closeTel(actx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil // drained as far as the grace period allowed: a clean exit

@@ -2,9 +2,14 @@ package wallet
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"log/slog"
 	"sync/atomic"
+
+	"github.com/hopgate/hopgate/internal/store"
 )
 
 // StoreKey is a client key issued at run time, as the snapshot holds it.
@@ -99,4 +104,34 @@ func (w *Wallet) keyLoop() {
 			close(done)
 		}
 	}
+}
+
+// KeyAdder is what IssueKey needs of the store.
+type KeyAdder interface {
+	AddKey(ctx context.Context, k store.KeyRecord, actor string) error
+}
+
+// KeyPrefix starts every key hopgate issues, so a leaked one is easy to
+// recognise (secret scanners, logs).
+const KeyPrefix = "hg-"
+
+// IssueKey creates a client key for tenant: a random secret (256 bits)
+// and a random key id. Only the secret's SHA-256 is stored; the secret is
+// returned once and cannot be recovered.
+func IssueKey(ctx context.Context, s KeyAdder, tenant, actor string) (keyID, secret string, err error) {
+	var raw [32]byte
+	var id [8]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", "", err
+	}
+	if _, err := rand.Read(id[:]); err != nil {
+		return "", "", err
+	}
+	secret = KeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	keyID = "key-" + hex.EncodeToString(id[:])
+	sum := sha256.Sum256([]byte(secret))
+	if err := s.AddKey(ctx, store.KeyRecord{KeyID: keyID, Tenant: tenant, SHA256: hex.EncodeToString(sum[:])}, actor); err != nil {
+		return "", "", err
+	}
+	return keyID, secret, nil
 }
