@@ -43,12 +43,16 @@ func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
 // Load reads the file at path and parses it with os.LookupEnv. Mistakes in
 // the file come back as an ErrorList (lines relative to that file); a
 // failure to read it comes back as the *fs.PathError.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadEnv(path, os.LookupEnv) }
+
+// LoadEnv is Load with the environment read through getenv (`hopgate
+// tenants` needs only the store, not every channel's credential).
+func LoadEnv(path string, getenv func(string) (string, bool)) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	c, err := Parse(data, os.LookupEnv)
+	c, err := Parse(data, getenv)
 	if err != nil {
 		return nil, err
 	}
