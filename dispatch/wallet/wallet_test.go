@@ -182,10 +182,10 @@ func (f *fixture) advance(d time.Duration) {
 	f.clock.Advance(d)
 }
 
-// waitFor polls cond (a condition, not the passing of time) for up to 10 s.
+// waitFor polls cond (a condition, not the passing of time) for up to 30 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
