@@ -2,6 +2,7 @@ package wallet_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -237,6 +238,11 @@ func adminDo(t *testing.T, addr, method, path, token, body string) reply {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	// The admin API indents its JSON for people; tests compare it compact.
+	var c bytes.Buffer
+	if json.Compact(&c, b) == nil {
+		b = append(c.Bytes(), '\n')
+	}
 	return reply{resp.StatusCode, resp.Header, string(b)}
 }
 
