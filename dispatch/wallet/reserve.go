@@ -50,12 +50,17 @@ func (r *Reservation) OnCredit() bool { return r.onCredit }
 func (w *Wallet) Reserve(ctx context.Context, q Request) (*Reservation, error) {
 	t := Reserved(q.Model, q.Sizing)
 	r := &Reservation{w: w, req: q, amount: Cost(q.Model, t)}
-	cctx, cancel := w.callCtx(ctx)
-	err := w.store.Hold(cctx, store.Hold{
+	h := store.Hold{
 		RequestID: q.RequestID, Tenant: q.Tenant, AmountMicros: r.amount,
 		ExpiresAt: w.clock.Now().Add(q.Config.Billing.HoldTTL),
-	})
-	cancel()
+	}
+	err := w.hold(ctx, h)
+	if unavailable(err) {
+		// Once more at once (Hold is idempotent per request id): after a
+		// database restart the pool's first use of each old connection
+		// fails, and one stale connection must not cost a client a 503.
+		err = w.hold(ctx, h)
+	}
 	switch {
 	case err == nil:
 		w.nudge()
@@ -83,6 +88,12 @@ func (w *Wallet) Reserve(ctx context.Context, q Request) (*Reservation, error) {
 			slog.String("tenant", q.Tenant), slog.Int64("amount_micros", r.amount), slog.Any("error", err))
 		return nil, err
 	}
+}
+
+func (w *Wallet) hold(ctx context.Context, h store.Hold) error {
+	cctx, cancel := w.callCtx(ctx)
+	defer cancel()
+	return w.store.Hold(cctx, h)
 }
 
 // credit admits amount on credit for tenant when what it has unsettled on
