@@ -19,6 +19,13 @@ import (
 // the client got, and the providers.
 func serveOne(t *testing.T, model string, body string) (dispatch.Result, *httptest.ResponseRecorder, *upstream.Server, *upstream.Server) {
 	t.Helper()
+	return serveOp(t, config.OpChat, model, body)
+}
+
+// serveOp is serveOne on the route of operation op (chat, completions,
+// responses).
+func serveOp(t *testing.T, op, model string, body string) (dispatch.Result, *httptest.ResponseRecorder, *upstream.Server, *upstream.Server) {
+	t.Helper()
 	ua, ub := upstream.New(upstream.Options{Name: "a"}), upstream.New(upstream.Options{Name: "b"})
 	sa, sb := httptest.NewServer(ua), httptest.NewServer(ub)
 	t.Cleanup(func() { ua.Close(); ub.Close(); sa.Close(); sb.Close() })
@@ -31,6 +38,7 @@ models:
     chain:
       - {channel: a, upstream_model: "`+model+`", price: {input: 1, output: 2}}
       - {channel: b, upstream_model: "ok", price: {input: 3, output: 4}}
+    operations: [chat, completions, responses]
 `), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -42,8 +50,14 @@ models:
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &dispatch.Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat, Path: "/chat/completions",
+	req := &dispatch.Request{Config: cfg, Model: cfg.Model("m"), Operation: op, Path: "/" + op,
 		Body: []byte(body), Fields: f, Stream: f.Stream, Events: dispatch.ChatEvents}
+	switch op {
+	case config.OpChat:
+		req.Path = "/chat/completions"
+	case config.OpResponses:
+		req.Events = dispatch.ResponsesEvents
+	}
 	rec := httptest.NewRecorder()
 	r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", nil)
 	return e.Serve(rec, r, req), rec, ua, ub
@@ -118,5 +132,20 @@ func TestResultAnswered(t *testing.T) {
 	res, _, _, _ = serveOne(t, "m|stream-error", `{"model":"m","stream":true,`+prompt+`}`)
 	if !res.Answered || res.Outcome != dispatch.OutcomeFailoverOK {
 		t.Errorf("discarded hop then b: %+v", res)
+	}
+}
+
+// Why: every streaming endpoint reports usage to the wallet: completions
+// streams ask the upstream for it (and drop the extra chunk for a client
+// that did not ask), Responses streams carry it in response.completed.
+func TestStreamingEndpointsReportUsage(t *testing.T) {
+	res, rec, ua, _ := serveOp(t, config.OpCompletions, "m|tokens=4", `{"model":"m","prompt":"two words","stream":true}`)
+	if !res.Usage.Present || res.Usage.OutputTokens != 4 || !strings.Contains(string(ua.Log()[0].Body), `"include_usage":true`) ||
+		strings.Contains(rec.Body.String(), "completion_tokens") {
+		t.Errorf("completions: %+v\n%s", res, rec.Body.String())
+	}
+	res, rec, _, _ = serveOp(t, config.OpResponses, "m|tokens=5", `{"model":"m","input":"two words","stream":true}`)
+	if !res.Answered || !res.Usage.Present || res.Usage.OutputTokens != 5 {
+		t.Errorf("responses: %+v\n%s", res, rec.Body.String())
 	}
 }
