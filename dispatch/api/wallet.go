@@ -71,9 +71,9 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, req *dispatch.R
 		return nil, true
 	}
 	ctx := r.Context()
+	sizing := reservationSizing(req)
 	res, err := wl.Reserve(ctx, wallet.Request{
-		RequestID: walletRequestID(ctx), Tenant: req.Tenant, Config: req.Config, Model: req.Model,
-		Sizing: wallet.Sizing{BodyBytes: len(req.Body), MaxTokens: req.Fields.MaxTokens, MaxTokensPresent: req.Fields.MaxTokensPresent},
+		RequestID: walletRequestID(ctx), Tenant: req.Tenant, Config: req.Config, Model: req.Model, Sizing: sizing,
 	})
 	if err == nil {
 		return res, true
@@ -83,8 +83,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, req *dispatch.R
 	var e *apierror.Error
 	switch {
 	case errors.Is(err, wallet.ErrInsufficientBalance), errors.Is(err, wallet.ErrNoWallet):
-		need := wallet.Cost(req.Model, wallet.Reserved(req.Model, wallet.Sizing{BodyBytes: len(req.Body),
-			MaxTokens: req.Fields.MaxTokens, MaxTokensPresent: req.Fields.MaxTokensPresent}))
+		need := wallet.Cost(req.Model, wallet.Reserved(req.Model, sizing))
 		reason := "insufficient_balance"
 		msg := "the wallet of tenant " + req.Tenant + " cannot cover this request: it reserves " + money.Format(need) + " " +
 			req.Config.Billing.Currency + " at the list price of model " + req.Model.Name +
@@ -102,6 +101,16 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, req *dispatch.R
 	}
 	s.refuse(w, r, req, e)
 	return nil, false
+}
+
+// reservationSizing is what the request's hold is sized from. Embeddings
+// produce no output tokens: their hold is the input alone.
+func reservationSizing(req *dispatch.Request) wallet.Sizing {
+	s := wallet.Sizing{BodyBytes: len(req.Body), MaxTokens: req.Fields.MaxTokens, MaxTokensPresent: req.Fields.MaxTokensPresent}
+	if req.Operation == config.OpEmbeddings {
+		s.MaxTokens, s.MaxTokensPresent = 0, true
+	}
+	return s
 }
 
 // refuse writes a wallet refusal with hopgate's headers and its log line.
