@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/hopgate/hopgate/dispatch/config"
 )
 
 // expiryLoop releases expired holds every hold_ttl/4 (at most every
@@ -12,7 +14,7 @@ import (
 // replica sweeps; the store releases each hold once.
 func (w *Wallet) expiryLoop() {
 	for {
-		t := w.clock.NewTimer(sweepInterval(w.cfg().Billing.HoldTTL))
+		t := w.clock.NewTimer(sweepInterval(positive(w.cfg().Billing.HoldTTL, config.DefaultHoldTTL)))
 		select {
 		case <-w.stop:
 			t.Stop()
@@ -41,4 +43,13 @@ func (w *Wallet) ExpireHolds(ctx context.Context) {
 
 func sweepInterval(ttl time.Duration) time.Duration {
 	return max(min(ttl/4, MaxExpirySweep), time.Second)
+}
+
+// positive is d, or def for a zero duration (a Config built in code rather
+// than by Parse): a zero period must not turn a loop into a busy one.
+func positive(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }

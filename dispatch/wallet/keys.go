@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/store"
 )
 
@@ -87,7 +88,7 @@ func (w *Wallet) Refresh(ctx context.Context) {
 // period (plus one store call).
 func (w *Wallet) keyLoop() {
 	for {
-		t := w.clock.NewTimer(w.cfg().Store.KeyRefresh)
+		t := w.clock.NewTimer(positive(w.cfg().Store.KeyRefresh, config.DefaultKeyRefresh))
 		var done chan struct{}
 		select {
 		case <-w.stop:

@@ -52,7 +52,7 @@ func (w *Wallet) Reserve(ctx context.Context, q Request) (*Reservation, error) {
 	r := &Reservation{w: w, req: q, amount: Cost(q.Model, t)}
 	h := store.Hold{
 		RequestID: q.RequestID, Tenant: q.Tenant, AmountMicros: r.amount,
-		ExpiresAt: w.clock.Now().Add(q.Config.Billing.HoldTTL),
+		ExpiresAt: w.clock.Now().Add(positive(q.Config.Billing.HoldTTL, config.DefaultHoldTTL)),
 	}
 	err := w.hold(ctx, h)
 	if unavailable(err) {
