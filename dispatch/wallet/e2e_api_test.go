@@ -240,3 +240,74 @@ func TestAuthNoneChargesNothing(t *testing.T) {
 		t.Fatal("pending store operations with wallets off")
 	}
 }
+
+// Why: a client that leaves is charged for what reached it: nothing when
+// it left before anything was committed (the hold is released), the
+// estimate of the delivered text when it left mid-stream.
+func TestClientGone(t *testing.T) {
+	e := newE2E(t, "sqlite")
+	ctx := context.Background()
+	e.st.CreateTenant(ctx, "acme", "test")
+	e.st.TopUp(ctx, "acme", 1_000_000, "test")
+
+	// Before commit: the upstream never answers; the client gives up.
+	g := e.start(e.configYAML("m|no-headers", "ok", ""), t0)
+	cctx, cancel := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(cctx, http.MethodPost, "http://"+g.Addr()+"/v1/chat/completions", strings.NewReader(chatBody(true, 10)))
+	req.Header.Set("Authorization", "Bearer "+acmeKey)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := streamClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "the upstream call", func() bool { return len(e.ups["a"].Log()) == 1 })
+	if e.tenant().ReservedMicros == 0 {
+		t.Fatal("no hold while the request is in flight")
+	}
+	cancel()
+	<-done
+	waitFor(t, "the release", func() bool { return e.tenant().ReservedMicros == 0 })
+
+	// Mid-stream: two tokens read, then the client leaves.
+	g2 := e.start(e.configYAML("m|tokens=100|frame-delay=50ms", "ok", ""), t0)
+	body := chatBody(true, 100)
+	req, _ = http.NewRequest(http.MethodPost, "http://"+g2.Addr()+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+acmeKey)
+	resp, err := streamClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 4096)
+	for !strings.Contains(string(buf), "tok2 ") {
+		b := make([]byte, 512)
+		n, err := resp.Body.Read(b)
+		buf = append(buf, b[:n]...)
+		if err != nil {
+			t.Fatalf("stream ended early: %v", err)
+		}
+	}
+	resp.Body.Close()
+	var row struct {
+		out, amount int64
+		estimated   bool
+	}
+	waitFor(t, "the charge", func() bool {
+		led, _ := e.st.Ledger(ctx, "acme", 1)
+		if led[0].Kind != store.KindCharge {
+			return false
+		}
+		row.out, row.amount, row.estimated = led[0].OutputTokens, -led[0].AmountMicros, led[0].Estimated
+		return true
+	})
+	// At least "tok1 tok2 " (10 bytes: 3 tokens) was delivered, far less
+	// than the 100 tokens of the whole answer.
+	in := int64((len(body) + 3) / 4)
+	if !row.estimated || row.out < 3 || row.out > 50 || row.amount != listPrice.Cost(in, row.out) {
+		t.Fatalf("charge %+v", row)
+	}
+	if tn := e.tenant(); tn.ReservedMicros != 0 {
+		t.Fatalf("wallet %+v", tn)
+	}
+}
