@@ -8,7 +8,7 @@ CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hopgate
 JAEGER_BIN := $(CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
 export HOPGATE_JAEGER_BIN := $(JAEGER_BIN)
 
-.PHONY: all build test test-unit vet lint fmt-check demo dashboards jaeger prometheus postgres bench fuzz soak clean
+.PHONY: all build test test-unit vet lint fmt-check demo dashboards jaeger prometheus postgres chromium screenshots bench fuzz soak clean
 
 all: build
 
@@ -18,10 +18,12 @@ build:
 
 ## test: vet, formatting, then every test with the race detector, including the
 ## end-to-end tests against a real Jaeger, a real Prometheus and a real
-## PostgreSQL (built or installed here first, so a clean machine passes too).
-test: fmt-check vet jaeger prometheus postgres
+## PostgreSQL, and the browser tests in Debian's Chromium (built or installed
+## here first, so a clean machine passes too).
+test: fmt-check vet jaeger prometheus postgres chromium
 	HOPGATE_PROMETHEUS_BIN=$$(command -v prometheus) HOPGATE_PROMTOOL_BIN=$$(command -v promtool) \
-	HOPGATE_PG_BIN_DIR=$$(bash deploy/postgres/install.sh | tail -n1) \
+		HOPGATE_PG_BIN_DIR=$$(bash deploy/postgres/install.sh | tail -n1) \
+		HOPGATE_CHROMIUM_BIN=$$(bash deploy/chromium/install.sh 2>/dev/null | tail -n1) \
 		$(GO) test -race -timeout 20m $(PKGS)
 
 ## test-unit: the fast loop, no external components.
@@ -49,6 +51,17 @@ prometheus:
 ## run their own throwaway clusters, never the system one.
 postgres:
 	@bash deploy/postgres/install.sh >/dev/null
+
+## chromium: install Debian's chromium (the browser tests drive it) when missing.
+chromium:
+	@bash deploy/chromium/install.sh >/dev/null
+
+## screenshots: the README's pictures of /admin, a trace view and /status,
+## taken by the browser tests (docs/screenshots/*.png; commit them).
+screenshots: chromium
+	HOPGATE_CHROMIUM_BIN=$$(bash deploy/chromium/install.sh 2>/dev/null | tail -n1) \
+		HOPGATE_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots \
+		$(GO) test -count=1 -run 'TestOncallTilesDuringIncident|TestTraceViewFromFailoverLink|TestStatusShowsBadWindow' ./dispatch/browser
 
 ## dashboards: regenerate dashboards/generated/*.json.
 dashboards:

@@ -38,10 +38,10 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 
 	s := startScenario(t)
 	// The incident: every request for the cheap channel's model fails.
-	if err := s.fakes[chCheap].SetFault(upstreamModel, "503"); err != nil {
+	if err := s.g.Ups[chCheap].SetFault(upstreamModel, "503"); err != nil {
 		t.Fatal(err)
 	}
-	prom := startPrometheus(t, bin, s.gw.AdminAddr())
+	prom := startPrometheus(t, bin, s.g.Process.AdminAddr())
 	s.drive(t)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -52,9 +52,9 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 	})
 	ctx := t.Context()
 
-	eventually(t, "Prometheus scrapes the gateway", 15*time.Second, func() error {
+	scraped(15*time.Second).EventuallyNil(t, func() error {
 		return expectValue(ctx, prom, `up{job="hopgate"}`, 1)
-	})
+	}, "Prometheus scrapes the gateway")
 
 	// Variables, in board order: a later variable's query may use an
 	// earlier one (channel uses $region), as in Grafana.
@@ -66,10 +66,10 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 			continue
 		}
 		var values []string
-		eventually(t, q.PanelTitle+" lists values", 15*time.Second, func() error {
+		scraped(15*time.Second).EventuallyNil(t, func() error {
 			values, err = variableValues(ctx, prom, dashboards.Substitute(q.Expr, vars))
 			return err
-		})
+		}, q.PanelTitle+" lists values")
 		vars[q.RefID] = multiValue(values)
 		t.Logf("%s = %v", q.PanelTitle, values)
 	}
@@ -89,7 +89,7 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 	for _, q := range panels {
 		expr := dashboards.Substitute(q.Expr, vars)
 		what := fmt.Sprintf("panel %q/%s", q.PanelTitle, q.RefID)
-		eventually(t, what+" returns data", 30*time.Second, func() error {
+		scraped(30*time.Second).EventuallyNil(t, func() error {
 			if err := expectData(prom.query(ctx, expr)); err != nil {
 				return fmt.Errorf("instant: %w\n%s", err, expr)
 			}
@@ -99,7 +99,7 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 				}
 			}
 			return nil
-		})
+		}, what+" returns data")
 	}
 	t.Logf("all %d panel queries returned data after %v", len(panels), time.Since(began).Round(100*time.Millisecond))
 
@@ -113,15 +113,15 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 	}
 	rateExpr := dashboards.Substitute(errorRate.Expr, vars)
 
-	eventually(t, "faulted channel's tile is red (2) while open", 20*time.Second, func() error {
+	scraped(20*time.Second).EventuallyNil(t, func() error {
 		return expectValue(ctx, prom, tileFor(chCheap), 2)
-	})
+	}, "faulted channel's tile is red (2) while open")
 	for _, ch := range healthyChannels {
 		if err := expectValue(ctx, prom, tileFor(ch), 0); err != nil {
 			t.Errorf("healthy channel %s tile during the incident: %v", ch, err)
 		}
 	}
-	eventually(t, "error rates during the fault", 20*time.Second, func() error {
+	scraped(20*time.Second).EventuallyNil(t, func() error {
 		rates, err := perChannel(ctx, prom, rateExpr)
 		if err != nil {
 			return err
@@ -135,11 +135,11 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}, "error rates during the fault")
 
 	if prom.exemplars {
 		hist := fmt.Sprintf(`%s_bucket{%s=%q}`, telemetry.MetricHopDuration, telemetry.LabelRegion, gatewayRegion)
-		eventually(t, "hop latency exemplars carry trace ids", 15*time.Second, func() error {
+		scraped(15*time.Second).EventuallyNil(t, func() error {
 			ex, err := prom.queryExemplars(ctx, hist, time.Minute)
 			if err != nil {
 				return err
@@ -151,7 +151,7 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 				}
 			}
 			return fmt.Errorf("%d exemplars, none with a 32-hex trace_id: %v", len(ex), ex)
-		})
+		}, "hop latency exemplars carry trace ids")
 	} else {
 		// DESIGN.md §5: hop latency carries exemplars; a Prometheus that
 		// cannot store them cannot check that, so it is a failure, not a skip.
@@ -160,13 +160,13 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 
 	// Recovery: the provider is back. The breaker's trial after the cooldown
 	// succeeds, it closes, and the next scrape turns the tile green.
-	if err := s.fakes[chCheap].SetFault(upstreamModel, ""); err != nil {
+	if err := s.g.Ups[chCheap].SetFault(upstreamModel, ""); err != nil {
 		t.Fatal(err)
 	}
 	recovering := time.Now()
-	eventually(t, "faulted channel's tile is green (0) after recovery", cooldown+15*time.Second, func() error {
+	scraped(cooldown+15*time.Second).EventuallyNil(t, func() error {
 		return expectValue(ctx, prom, tileFor(chCheap), 0)
-	})
+	}, "faulted channel's tile is green (0) after recovery")
 	for _, ch := range healthyChannels {
 		if err := expectValue(ctx, prom, tileFor(ch), 0); err != nil {
 			t.Errorf("healthy channel %s tile after recovery: %v", ch, err)

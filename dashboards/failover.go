@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
@@ -142,18 +143,34 @@ func breakerThresholds() *dashboard.ThresholdsConfigBuilder {
 		})
 }
 
+// Options change what the generated board links to. The zero value is
+// the committed board (generated/).
+type Options struct {
+	// TraceURL is hopgate's telemetry.trace_url: a template with
+	// {trace_id} for the operator's own trace UI. When set, an exemplar's
+	// first link opens the trace there, as every trace id on hopgate's
+	// admin pages does; the Explore link stays second.
+	TraceURL string
+}
+
 // traceLinks turns an exemplar's trace_id into a link to the trace in the
-// tracing_ds data source. Grafana applies field links to the exemplar frame,
-// so matching the field by name keeps the link off ordinary series points.
-func traceLinks() dashboard.DynamicConfigValue {
-	return dashboard.DynamicConfigValue{
-		Id: "links",
-		Value: []map[string]any{{
-			"title":       "Open trace in ${" + VarTracing + "}",
-			"url":         exploreURL(`"query":"${__value.raw}"`),
+// tracing_ds data source (and first, with o.TraceURL, in the operator's
+// trace UI). Grafana applies field links to the exemplar frame, so
+// matching the field by name keeps the link off ordinary series points.
+func traceLinks(o Options) dashboard.DynamicConfigValue {
+	links := []map[string]any{{
+		"title":       "Open trace in ${" + VarTracing + "}",
+		"url":         exploreURL(`"query":"${__value.raw}"`),
+		"targetBlank": true,
+	}}
+	if o.TraceURL != "" {
+		links = append([]map[string]any{{
+			"title":       "Open trace (telemetry.trace_url)",
+			"url":         telemetry.TraceLink(o.TraceURL, "${__value.raw}"),
 			"targetBlank": true,
-		}},
+		}}, links...)
 	}
+	return dashboard.DynamicConfigValue{Id: "links", Value: links}
 }
 
 // exploreURL opens Explore on the trace data source; extra is spliced into
@@ -362,7 +379,7 @@ func deadlinePanel() *timeseries.PanelBuilder {
 	)
 }
 
-func latencyPanel() *timeseries.PanelBuilder {
+func latencyPanel(o Options) *timeseries.PanelBuilder {
 	q := func(refID, quantile string) *prometheus.DataqueryBuilder {
 		expr := fmt.Sprintf("histogram_quantile(%s, sum by (%s, le) (rate(%s_bucket{%s}[%s])))",
 			quantile, telemetry.LabelChannel, telemetry.MetricHopDuration, mAll, rateWindow)
@@ -381,7 +398,7 @@ func latencyPanel() *timeseries.PanelBuilder {
 		WithTarget(q("C", "0.99")).
 		Unit("s").
 		Min(0).
-		OverrideByName("trace_id", []dashboard.DynamicConfigValue{traceLinks()}).
+		OverrideByName("trace_id", []dashboard.DynamicConfigValue{traceLinks(o)}).
 		Links([]cog.Builder[dashboard.DashboardLink]{traceSearchLink()}).
 		Legend(legendTable()).
 		Tooltip(tooltipAll())
@@ -449,7 +466,13 @@ func tooltipAll() *common.VizTooltipOptionsBuilder {
 // mechanics (skips, gate, header timeouts, deadlines), then latency with
 // exemplars, outcomes and cost. Rows are expanded: their panels follow them
 // at the top level of the JSON, which is how Grafana stores open rows.
-func Failover() (dashboard.Dashboard, error) {
+func Failover() (dashboard.Dashboard, error) { return FailoverWith(Options{}) }
+
+// FailoverWith is Failover with o's links.
+func FailoverWith(o Options) (dashboard.Dashboard, error) {
+	if o.TraceURL != "" && !strings.Contains(o.TraceURL, telemetry.TraceURLPlaceholder) {
+		return dashboard.Dashboard{}, fmt.Errorf("dashboards: trace URL %q lacks %s", o.TraceURL, telemetry.TraceURLPlaceholder)
+	}
 	return dashboard.NewDashboardBuilder(FailoverTitle).
 		Uid(FailoverUID).
 		Description("Where hopgate's four failover layers are working during an upstream incident, per region and channel.").
@@ -470,7 +493,7 @@ func Failover() (dashboard.Dashboard, error) {
 		WithPanel(headerTimeoutPanel()).
 		WithPanel(deadlinePanel()).
 		WithRow(dashboard.NewRowBuilder("Latency, outcomes and cost").Id(idRowLatency).GridPos(grid(0, 38, 24, 1))).
-		WithPanel(latencyPanel()).
+		WithPanel(latencyPanel(o)).
 		WithPanel(requestsPanel()).
 		WithPanel(costPanel()).
 		Build()

@@ -319,3 +319,38 @@ func TestVariables(t *testing.T) {
 		}
 	}
 }
+
+// With telemetry.trace_url, an exemplar opens the operator's trace UI
+// first, with the same template the admin pages use; the committed board
+// (no trace URL) is unchanged.
+func TestExemplarLinksUseTraceURL(t *testing.T) {
+	raw, err := JSONWith(Options{TraceURL: "http://jaeger:16686/trace/{trace_id}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b board
+	if err := json.Unmarshal(raw, &b); err != nil {
+		t.Fatal(err)
+	}
+	p := byID(t, b, idHopLatency)
+	var urls []string
+	for _, o := range p.FieldConfig.Overrides {
+		for _, prop := range o.Properties {
+			for _, v := range prop.Value {
+				var l struct{ URL string }
+				_ = json.Unmarshal(v, &l)
+				urls = append(urls, l.URL)
+			}
+		}
+	}
+	if len(urls) != 2 || urls[0] != "http://jaeger:16686/trace/${__value.raw}" || !strings.Contains(urls[1], "${tracing_ds}") {
+		t.Fatalf("exemplar links %q", urls)
+	}
+	plain, _ := JSON()
+	if bytes.Contains(plain, []byte("trace_url")) {
+		t.Error("the committed board mentions trace_url")
+	}
+	if _, err := JSONWith(Options{TraceURL: "http://jaeger/trace/"}); err == nil {
+		t.Error("a template without {trace_id} was accepted")
+	}
+}

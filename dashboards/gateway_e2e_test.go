@@ -3,22 +3,17 @@ package dashboards_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/dispatch/gateway"
-	"github.com/hopgate/hopgate/telemetry"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // The scenario's names. Three healthy-by-default channels serve the chat
@@ -45,17 +40,17 @@ const (
 var healthyChannels = []string{chMid, chDear}
 
 const scenarioYAML = `
-listen: %[1]s
-admin_listen: %[2]s
+listen: {{listen}}
+admin_listen: {{admin}}
 region: ` + gatewayRegion + `
 auth: {mode: none}
 policy:
   breaker: {mode: count, failures: 3, cooldown: 6s}
 channels:
-  - {id: cheap, base_url: "%[3]s", region: eu-west-1}
-  - {id: mid, base_url: "%[4]s", region: eu-west-1}
-  - {id: dear, base_url: "%[5]s", region: us-east-1}
-  - {id: slowpoke, base_url: "%[6]s", region: us-east-1, breaker: {failures: 1000}}
+  - {id: cheap, base_url: "{{url:cheap}}", api_key_env: CHANNEL_KEY, region: eu-west-1}
+  - {id: mid, base_url: "{{url:mid}}", api_key_env: CHANNEL_KEY, region: eu-west-1}
+  - {id: dear, base_url: "{{url:dear}}", api_key_env: CHANNEL_KEY, region: us-east-1}
+  - {id: slowpoke, base_url: "{{url:slowpoke}}", api_key_env: CHANNEL_KEY, region: us-east-1, breaker: {failures: 1000}}
 models:
   - name: chat
     chain:
@@ -77,11 +72,10 @@ models:
 `
 
 // scenario is a real gateway (gateway.Start, real clock, real listeners) in
-// front of one fake provider per channel.
+// front of one fake provider per channel, and the traffic it served.
 type scenario struct {
-	gw    *gateway.Gateway
-	fakes map[string]*upstream.Server
-	log   *testkit.SyncBuffer // the gateway's slog output, shown on failure
+	g   *gwtest.Gateway
+	log *testkit.SyncBuffer // the gateway's warnings, shown on failure
 
 	mu       sync.Mutex
 	statuses map[string]map[int]int // model → HTTP status → count
@@ -89,42 +83,11 @@ type scenario struct {
 
 func startScenario(t *testing.T) *scenario {
 	t.Helper()
-	s := &scenario{fakes: map[string]*upstream.Server{}, log: &testkit.SyncBuffer{}, statuses: map[string]map[int]int{}}
-	urls := map[string]string{}
-	for _, id := range []string{chCheap, chMid, chDear, chSlow} {
-		u := upstream.New(upstream.Options{Name: id, Models: []string{upstreamModel}})
-		srv := httptest.NewServer(u)
-		t.Cleanup(func() { u.Close(); srv.Close() })
-		s.fakes[id] = u
-		urls[id] = srv.URL + "/v1"
-	}
-	yml := fmt.Sprintf(scenarioYAML, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), urls[chCheap], urls[chMid], urls[chDear], urls[chSlow])
-	cfg, err := config.Parse([]byte(yml), nil)
-	if err != nil {
-		t.Fatalf("config: %v\n%s", err, yml)
-	}
-	// Own telemetry, isolated from any OTEL_* variables of the machine.
-	tel, err := telemetry.Setup(context.Background(), telemetry.Options{
-		Region: cfg.Region, HealthyRatio: 1, Getenv: func(string) string { return "" },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s.gw, err = gateway.Start(context.Background(), cfg, gateway.Options{
-		Telemetry: tel, Logger: logger, DrainTimeout: 2 * time.Second,
-	})
-	if err != nil {
-		t.Fatalf("gateway: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.gw.Shutdown(ctx); err != nil {
-			t.Errorf("gateway shutdown: %v", err)
-		}
-		_ = tel.Shutdown(ctx)
-	})
+	s := &scenario{log: &testkit.SyncBuffer{}, statuses: map[string]map[int]int{}}
+	s.g = gwtest.Start(t, gwtest.Options{
+		Clock: clockwork.NewRealClock(), UpstreamClock: clockwork.NewRealClock(),
+		Logger: slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, scenarioYAML, chCheap, chMid, chDear, chSlow)
 	return s
 }
 
@@ -155,8 +118,6 @@ func (s *scenario) drive(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	client := &http.Client{Timeout: 10 * time.Second}
-	url := "http://" + s.gw.Addr() + "/v1/chat/completions"
 	for _, l := range lanes {
 		wg.Add(1)
 		go func() {
@@ -169,30 +130,18 @@ func (s *scenario) drive(t *testing.T) {
 					return
 				case <-tick.C:
 				}
-				s.count(l.model, post(ctx, client, url, l.body))
+				// -1 is a transport error (the test ending included).
+				rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+				r, err := s.g.Call(rctx, "/v1/chat/completions", "application/json", []byte(l.body))
+				rcancel()
+				if err != nil {
+					r.Status = -1
+				}
+				s.count(l.model, r.Status)
 			}
 		}()
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
-}
-
-// post sends one request and reads the whole reply; -1 is a transport error
-// (the test ending included).
-func post(ctx context.Context, c *http.Client, url, body string) int {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return -1
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return -1
-	}
-	return resp.StatusCode
 }
 
 func (s *scenario) count(model string, status int) {

@@ -113,24 +113,31 @@ func tryStartPrometheus(t *testing.T, bin, cfgPath, dir string) (*promServer, st
 	})
 
 	p := &promServer{url: "http://" + addr, log: log, client: &http.Client{Timeout: 10 * time.Second}}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// Ready when /-/ready answers 200, or exited.
+	gone := func() bool {
 		select {
 		case <-exited:
-			return nil, log.Tail(30), false
+			return true
 		default:
+			return false
+		}
+	}
+	testkit.Poll{Within: 30 * time.Second, Every: 100 * time.Millisecond}.EventuallyNil(t, func() error {
+		if gone() {
+			return nil
 		}
 		resp, err := p.client.Get(p.url + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		if err != nil {
+			return fmt.Errorf("%w\n%s", err, log.Tail(30))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready within 30 s (last error %v):\n%s", err, log.Tail(30))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/-/ready: %s\n%s", resp.Status, log.Tail(30))
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	}, "prometheus ready")
+	if gone() {
+		return nil, log.Tail(30), false
 	}
 	// Prometheus logs this line when --enable-feature=exemplar-storage took
 	// effect; an unknown feature is only a warning, so the log is the proof.
@@ -320,23 +327,11 @@ func pointValue(pt []any) (float64, error) {
 	return strconv.ParseFloat(s, 64)
 }
 
-// eventually re-runs check every 250 ms until it returns nil, and fails the
-// test with check's last error once within has passed. This is a real-time
-// test: Prometheus scrapes on its own clock, so waiting is the only way to
+// scraped polls every 250 ms for up to within. This is a real-time test:
+// Prometheus scrapes on its own clock, so waiting is the only way to
 // observe it, but every wait is bounded.
-func eventually(t *testing.T, what string, within time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %v: %v", what, within, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+func scraped(within time.Duration) testkit.Poll {
+	return testkit.Poll{Within: within, Every: 250 * time.Millisecond}
 }
 
 var errEmpty = errors.New("empty result")

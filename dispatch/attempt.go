@@ -19,6 +19,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/gate"
+	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/internal/retryafter"
 	"github.com/hopgate/hopgate/internal/tlsfail"
@@ -46,6 +47,13 @@ type attempt struct {
 	start  time.Time
 	l4     headerTimeout
 
+	// up speaks the channel's provider family; upErr says why it could
+	// not be built (a credential chain).
+	up    *provider.Upstream
+	upErr error
+	dia   dialect // the client's dialect and the channel's family
+	codec codec   // reads the answer's stream for the client
+
 	status    int // the response status once headers arrived
 	usage     gate.Usage
 	respModel string
@@ -58,6 +66,8 @@ type attempt struct {
 	// passing: a replayed continuation is past the delivered prefix.
 	passing bool
 	got     []byte // a replayed continuation's text so far
+	// skipWS: whitespace a translated prefill lost, to skip once.
+	skipWS int
 }
 
 // newAttempt counts one attempt on entry's channel and starts its span.
@@ -65,18 +75,26 @@ type attempt struct {
 // continuation, which the chain deadline must not end.
 func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode string) *attempt {
 	a := &attempt{c: c, m: m, entry: entry, ch: entry.Channel, try: try, mode: mode}
+	a.up, a.upErr = c.e.upstreamFor(a.ch)
 	parent := c.ctx
 	if mode != "" {
 		parent = c.span.Context(c.clientCtx)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	hs := telemetry.HopStart{
-		Operation: operationName(c.req.Operation), Provider: a.ch.Provider, RequestModel: entry.UpstreamModel,
+		Operation: operationName(c.req.Operation), Provider: provider.GenAIName(a.ch.Provider), RequestModel: entry.UpstreamModel,
 		Channel: a.ch.ID, ChannelRegion: a.ch.Region, Index: c.attempts, Retry: try,
 		BaseURL: a.ch.BaseURL, Path: c.req.Path, Continuation: mode, Delivered: len(c.rw.delivered),
 	}
+	if a.up != nil && a.ch.Provider != config.ProviderOpenAI {
+		// The URL names the model (or the API's own path): the span shows
+		// the one the hop went to.
+		hs.BaseURL, hs.Path = a.up.URL(a.upstreamRequest(nil)), ""
+	}
 	c.attempts++
 	a.ctx, a.span = c.e.tel.Spans.StartHop(ctx, &hs)
+	a.dia = dialect{req: c.req, requestID: c.requestID, m: m, entry: entry, up: a.up, span: a.span, now: c.e.clock.Now,
+		cross: config.AnthropicFamily(a.ch.Provider) != (c.req.Events == MessagesEvents)}
 	a.cancel = cancel
 	a.start = c.e.clock.Now()
 	a.l4 = headerTimeout{next: c.e.transport, clock: c.e.clock, timeout: m.Policy.HeaderTimeout, cancel: cancel}
@@ -100,8 +118,9 @@ func (a *attempt) run() *classify.HopError {
 		return a.upstreamError(resp)
 	}
 	mt := mediaType(resp.Header.Get("Content-Type"))
+	a.codec = a.dia.newCodec()
 	switch {
-	case c.req.Stream && mt == "text/event-stream":
+	case c.req.Stream && (mt == "text/event-stream" || a.up.EventStream() && mt == "application/vnd.amazon.eventstream"):
 		return a.stream(resp)
 	case c.req.Binary && binaryBody(mt):
 		return a.passthrough(resp)
@@ -190,23 +209,17 @@ func (a *attempt) end(err *classify.HopError) {
 // response headers under L4.
 func (a *attempt) send(opts reqbody.Options) (*http.Response, *classify.HopError) {
 	c := a.c
-	// One buffer per hop, not pooled: the transport may still be reading
-	// the request body after response headers arrived.
-	body := c.req.Body
-	var err error
-	switch {
-	case !c.req.Raw:
-		body, err = reqbody.Rewrite(make([]byte, 0, len(c.req.Body)+64+prefixLen(opts)), c.req.Body, c.req.Fields, opts)
-	case c.req.Form.ModelPresent:
-		// Multipart: only the model part's value changes, never the file.
-		body, err = reqbody.RewriteMultipartModel(make([]byte, 0, len(c.req.Body)+len(opts.Model)), c.req.Body, c.req.Form, opts.Model)
+	if a.upErr != nil {
+		a.span.Error(a.upErr)
+		return nil, &classify.HopError{Kind: classify.KindCredential, Cause: a.upErr}
 	}
-	if err != nil {
-		// The body parsed at the front door; a rewrite failure is ours.
-		a.span.Error(err)
-		return nil, &classify.HopError{Kind: classify.KindRewrite, Cause: err}
+	r := a.upstreamRequest(nil)
+	body, herr := a.dia.requestBody(opts, r)
+	if herr != nil {
+		return nil, herr
 	}
-	req, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.ch.BaseURL+c.req.Path, nil)
+	r.Body = body
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodPost, a.up.URL(r), nil)
 	if err != nil {
 		a.span.Error(err)
 		return nil, &classify.HopError{Kind: classify.KindRequest, Cause: err}
@@ -216,7 +229,11 @@ func (a *attempt) send(opts reqbody.Options) (*http.Response, *classify.HopError
 		req.Body, req.GetBody, req.ContentLength = newUpstreamBody(body), held.get, int64(len(body))
 		defer held.release()
 	}
-	a.setHeaders(req.Header)
+	if err := a.up.SetHeaders(a.ctx, req, r, body, c.e.clock.Now()); err != nil {
+		a.span.Error(err)
+		return nil, &classify.HopError{Kind: classify.KindCredential, Cause: err}
+	}
+	c.e.tel.Propagator.Inject(a.ctx, propagation.HeaderCarrier(req.Header))
 
 	await := a.span.AwaitHeaders(a.ctx)
 	resp, err := a.roundTrip(req)
@@ -238,9 +255,8 @@ func (a *attempt) send(opts reqbody.Options) (*http.Response, *classify.HopError
 	return resp, nil
 }
 
-// setHeaders sets the upstream request's headers: content type, accept,
-// user agent, the channel's credential and traceparent.
-func (a *attempt) setHeaders(h http.Header) {
+// upstreamRequest describes the hop's request to its provider adapter.
+func (a *attempt) upstreamRequest(body []byte) *provider.Request {
 	c := a.c
 	ct := c.req.ContentType
 	if ct == "" {
@@ -253,18 +269,15 @@ func (a *attempt) setHeaders(h http.Header) {
 	case c.req.Binary:
 		accept = "*/*" // audio in the requested format, or a JSON error
 	}
-	// One backing array for the values instead of one per Set; each value
-	// is capped at length 1, so an append elsewhere copies it.
-	vals := [...]string{ct, accept, c.e.userAgent, ""}
-	hv := vals[:]
-	h["Content-Type"] = hv[0:1:1]
-	h["Accept"] = hv[1:2:2]
-	h["User-Agent"] = hv[2:3:3]
-	if a.ch.APIKey != "" {
-		hv[3] = "Bearer " + a.ch.APIKey
-		h["Authorization"] = hv[3:4:4]
+	path := c.req.Path
+	if c.req.Events == MessagesEvents {
+		path = "/chat/completions" // an Anthropic client served by an OpenAI-family channel
 	}
-	c.e.tel.Propagator.Inject(a.ctx, propagation.HeaderCarrier(h))
+	return &provider.Request{
+		Path: path, Model: a.entry.UpstreamModel, Stream: c.req.Stream, Body: body,
+		ContentType: ct, Accept: accept, UserAgent: c.e.userAgent,
+		AnthropicVersion: c.req.AnthropicVersion, Beta: c.req.AnthropicBeta,
+	}
 }
 
 // roundTrip sends req through L4 to the engine's transport; errors read as
@@ -365,9 +378,27 @@ func (a *attempt) upstreamError(resp *http.Response) *classify.HopError {
 	if classify.RetryAfterStatus(resp.StatusCode) {
 		e.RetryAfter = retryafter.Parse(resp.Header.Get("Retry-After"), a.c.e.clock.Now(), maxRetryAfterHeader)
 	}
+	if detail := provider.ErrorDetail(resp.Header, body); detail != "" {
+		if k := a.ch.APIKey; k != "" {
+			// A provider may quote the credential it refused.
+			detail = strings.ReplaceAll(detail, k, "[redacted]")
+		}
+		e.Cause = errors.New(detail)
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			// Our credential was refused: the provider's own words go on
+			// the hop's span, so a wrong SigV4 signature or an expired
+			// token is visible as such.
+			a.span.Error(e.Cause)
+		}
+	}
 	if class == classify.Final {
-		e.Code = gate.ErrorCode(body)
-		e.Body, e.ContentType = body, headerContentType(resp.Header)
+		if a.dia.contextLength(body) {
+			e.Code = "context_length_exceeded"
+		}
+		e.Body, e.ContentType = a.dia.finalBody(resp.StatusCode, body), headerContentType(resp.Header)
+		if a.dia.cross {
+			e.ContentType = "application/json"
+		}
 	}
 	return e
 }

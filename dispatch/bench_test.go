@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -20,7 +21,12 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/internal/sse"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
+
+// quiet is the benchmarks' gateway logger: a request log line written to
+// memory would be measured too.
+var quiet = slog.New(slog.DiscardHandler)
 
 // ttfb posts body to url and returns the time to the first response byte
 // and to the first content frame, then drains the stream.
@@ -77,18 +83,18 @@ func BenchmarkGateTTFB(b *testing.B) {
 		if delay != "" {
 			model += "|frame-delay=" + delay
 		}
-		h := newHarnessWith(b, harnessOptions{upstreamClock: clockwork.NewRealClock()},
+		h := gwtest.NewWith(b, gwtest.Options{UpstreamClock: clockwork.NewRealClock(), Logger: quiet},
 			twoChannels(model, "m", ""), "a", "b")
-		direct := h.cfg.Channel("a").BaseURL + "/chat/completions"
+		direct := h.Config.Channel("a").BaseURL + "/chat/completions"
 		directBody := `{"model":"` + model + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
 		for _, path := range []struct{ name, url, body string }{
 			{"direct", direct, directBody},
-			{"gateway", h.gw.URL + "/v1/chat/completions", chat(true)},
+			{"gateway", h.URL + "/v1/chat/completions", chat(true)},
 		} {
 			b.Run("frame-delay="+delay+"/"+path.name, func(b *testing.B) {
 				var fb, fc time.Duration
 				for i := 0; i < b.N; i++ {
-					x, y := ttfb(b, h.client, path.url, path.body)
+					x, y := ttfb(b, h.Client, path.url, path.body)
 					fb += x
 					fc += y
 				}
@@ -130,14 +136,14 @@ func BenchmarkIdleStreamMemory(b *testing.B) {
 		b.Run(via, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				up := &idleStreams{release: make(chan struct{})}
-				h := newHarnessWith(b, harnessOptions{custom: map[string]http.Handler{"a": up}}, twoChannels("m", "m", ""), "b")
-				url := h.gw.URL + "/v1/chat/completions"
+				h := gwtest.NewWith(b, gwtest.Options{Custom: map[string]http.Handler{"a": up}, Logger: quiet}, twoChannels("m", "m", ""), "b")
+				url := h.URL + "/v1/chat/completions"
 				if via == "direct" {
-					url = h.cfg.Channel("a").BaseURL + "/chat/completions"
+					url = h.Config.Channel("a").BaseURL + "/chat/completions"
 				}
 				before, stack0 := heapNow()
 				g0 := runtime.NumGoroutine()
-				resps := openIdle(b, h.client, url, chat(true), n)
+				resps := openIdle(b, h.Client, url, chat(true), n)
 				after, stack1 := heapNow()
 				g1 := runtime.NumGoroutine()
 				b.ReportMetric(float64(after-before)/n, "heap-B/stream")
@@ -170,17 +176,17 @@ func heapNow() (heap, stack uint64) {
 // BenchmarkStreamAllocs is the allocation cost of one complete 8-token
 // stream, direct and through the gateway (gate, classification, telemetry).
 func BenchmarkStreamAllocs(b *testing.B) {
-	h := newHarnessWith(b, harnessOptions{}, twoChannels("m", "m", ""), "a", "b")
+	h := gwtest.NewWith(b, gwtest.Options{Logger: quiet}, twoChannels("m", "m", ""), "a", "b")
 	for _, path := range []struct{ name, url, body string }{
-		{"direct", h.cfg.Channel("a").BaseURL + "/chat/completions", chat(true)},
-		{"gateway", h.gw.URL + "/v1/chat/completions", chat(true)},
+		{"direct", h.Config.Channel("a").BaseURL + "/chat/completions", chat(true)},
+		{"gateway", h.URL + "/v1/chat/completions", chat(true)},
 	} {
 		b.Run(path.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				req, _ := http.NewRequest(http.MethodPost, path.url, strings.NewReader(path.body))
 				req.Header.Set("Authorization", "Bearer "+channelKey)
-				resp, err := h.client.Do(req)
+				resp, err := h.Client.Do(req)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -196,11 +202,11 @@ func BenchmarkStreamAllocs(b *testing.B) {
 // per-frame cost of the after-commit path (read, classify, write, flush)
 // dominates it, as in hopbench's stream-50-frames workload.
 func BenchmarkStreamThroughput(b *testing.B) {
-	h := newHarnessWith(b, harnessOptions{}, twoChannels("m|tokens=50", "m|tokens=50", ""), "a", "b")
+	h := gwtest.NewWith(b, gwtest.Options{Logger: quiet}, twoChannels("m|tokens=50", "m|tokens=50", ""), "a", "b")
 	direct := `{"model":"m|tokens=50","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
 	for _, path := range []struct{ name, url, body string }{
-		{"direct", h.cfg.Channel("b").BaseURL + "/chat/completions", direct},
-		{"gateway", h.gw.URL + "/v1/chat/completions", chat(true)},
+		{"direct", h.Config.Channel("b").BaseURL + "/chat/completions", direct},
+		{"gateway", h.URL + "/v1/chat/completions", chat(true)},
 	} {
 		b.Run(path.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -212,7 +218,7 @@ func BenchmarkStreamThroughput(b *testing.B) {
 					req, _ := http.NewRequest(http.MethodPost, path.url, strings.NewReader(path.body))
 					req.Header.Set("Content-Type", "application/json")
 					req.Header.Set("Authorization", "Bearer "+channelKey)
-					resp, err := h.client.Do(req)
+					resp, err := h.Client.Do(req)
 					if err != nil {
 						b.Error(err)
 						return
@@ -277,12 +283,13 @@ func benchCompletion(b *testing.B, parallelism int) {
 	sink := &otlpSink{}
 	sinkSrv := httptest.NewServer(sink)
 	b.Cleanup(sinkSrv.Close)
-	h := newHarnessWith(b, harnessOptions{
-		custom:       map[string]http.Handler{"a": fastCompletion{}, "b": fastCompletion{}},
-		gatewayClock: clockwork.NewRealClock(),
-		otlpEndpoint: sinkSrv.URL,
+	h := gwtest.NewWith(b, gwtest.Options{
+		Custom:  map[string]http.Handler{"a": fastCompletion{}, "b": fastCompletion{}},
+		Clock:   clockwork.NewRealClock(),
+		OTELEnv: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sinkSrv.URL},
+		Logger:  quiet,
 	}, twoChannels("m", "m", ""))
-	upURL, _ := url.Parse(h.cfg.Channel("b").BaseURL)
+	upURL, _ := url.Parse(h.Config.Channel("b").BaseURL)
 	tr := dispatch.NewTransport()
 	proxy := httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(upURL); r.Out.URL.Path = upURL.Path + "/chat/completions" },
@@ -293,9 +300,9 @@ func benchCompletion(b *testing.B, parallelism int) {
 	b.Cleanup(client.CloseIdleConnections)
 	body := chat(false)
 	for _, path := range []struct{ name, url string }{
-		{"direct", h.cfg.Channel("b").BaseURL + "/chat/completions"},
+		{"direct", h.Config.Channel("b").BaseURL + "/chat/completions"},
 		{"proxy", proxy.URL},
-		{"gateway", h.gw.URL + "/v1/chat/completions"},
+		{"gateway", h.URL + "/v1/chat/completions"},
 	} {
 		b.Run(path.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -43,17 +43,19 @@ func (a *attempt) buffered(resp *http.Response) *classify.HopError {
 		}
 		return &classify.HopError{Kind: kind, Status: resp.StatusCode, Cause: err}
 	}
-	var info gate.Info
-	if mediaType(resp.Header.Get("Content-Type")) == "application/json" || !c.req.Raw {
-		info = gate.InspectBody(b)
-		switch info.Kind {
-		case gate.Error:
-			return &classify.HopError{Kind: classify.KindErrorBody, Status: resp.StatusCode}
-		case gate.Malformed:
-			return &classify.HopError{Kind: classify.KindBadJSON, Status: resp.StatusCode}
-		}
+	out, info, terr := a.dia.answerBody(resp, b)
+	switch {
+	case info.Kind == gate.Error:
+		return &classify.HopError{Kind: classify.KindErrorBody, Status: resp.StatusCode}
+	case info.Kind == gate.Malformed || terr != nil:
+		return &classify.HopError{Kind: classify.KindBadJSON, Status: resp.StatusCode, Cause: terr}
 	}
-	if !c.commit(head{status: resp.StatusCode, contentType: headerContentType(resp.Header), length: int64(len(b))}, a.ch.ID, "ok") {
+	ct := headerContentType(resp.Header)
+	if a.dia.cross {
+		ct = "application/json"
+	}
+	b = out
+	if !c.commit(head{status: resp.StatusCode, contentType: ct, length: int64(len(b))}, a.ch.ID, "ok") {
 		return c.lostCommit()
 	}
 	_ = c.rw.write(b)

@@ -302,8 +302,7 @@ func (c *call) afterCut(m *config.Model, entry config.Entry, why string) {
 		c.rw.outcome = OutcomeFailoverOK
 		return
 	}
-	c.rw.interrupt(apierror.StreamFrame(c.requestID, apierror.StreamInterrupted(
-		"channel "+entry.Channel.ID+": "+why+"; the answer above is incomplete")))
+	c.rw.interrupt(interruptFrame(c.req, c.requestID, "channel "+entry.Channel.ID+": "+why+"; the answer above is incomplete"))
 }
 
 // recordBreaker feeds a hop's result to the breaker (DESIGN.md §3 effects).

@@ -13,6 +13,8 @@ import (
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/sse"
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // TestHeaderTimeoutPerModel: L4 fires after exactly the model's
@@ -44,23 +46,23 @@ models:
 	}{{"fast", 5 * time.Second}, {"plain", 30 * time.Second}} {
 		for _, stream := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/stream=%v", tc.model, stream), func(t *testing.T) {
-				h := newHarness(t, cfg, "a", "b")
-				done := h.async(strings.Replace(chat(stream), `"model":"m"`, `"model":"`+tc.model+`"`, 1))
-				h.waitAttempts("a", "m|no-headers", 1)
-				h.waitTimers(1)
-				h.clock.Advance(tc.want - time.Millisecond)
-				h.waitTimers(1) // still waiting for headers
-				if h.attempts("b", "m") != 0 {
+				h := gwtest.New(t, cfg, "a", "b")
+				done := h.Async(strings.Replace(chat(stream), `"model":"m"`, `"model":"`+tc.model+`"`, 1))
+				h.WaitAttempts("a", "m|no-headers", 1)
+				h.WaitTimers(1)
+				h.Clock.Advance(tc.want - time.Millisecond)
+				h.WaitTimers(1) // still waiting for headers
+				if h.Attempts("b", "m") != 0 {
 					t.Fatal("failed over before the header timeout")
 				}
-				h.clock.Advance(time.Millisecond)
-				r := recv(t, done, "the reply")
-				h.wantArmed(tc.want, 30*time.Second) // (the default gate timeout of b's stream)
-				if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
-					t.Fatalf("%d path %q attempts %s", r.status, r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"))
+				h.Clock.Advance(time.Millisecond)
+				r := testkit.Recv(t, done, "the reply")
+				h.WantArmed(tc.want, 30*time.Second) // (the default gate timeout of b's stream)
+				if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" || r.Header.Get("X-Hopgate-Attempts") != "2" {
+					t.Fatalf("%d path %q attempts %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Header.Get("X-Hopgate-Attempts"))
 				}
-				if !strings.Contains(r.body, "tok1 ") {
-					t.Fatalf("answer: %s", r.body)
+				if !strings.Contains(r.Body, "tok1 ") {
+					t.Fatalf("answer: %s", r.Body)
 				}
 			})
 		}
@@ -82,38 +84,38 @@ func TestChainDeadlineDegradedReply(t *testing.T) {
 	for _, mode := range []string{"error", "message"} {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/stream=%v", mode, stream), func(t *testing.T) {
-				h := newHarness(t, hangingChain(", degraded_reply: {mode: "+mode+"}"), "a", "b")
-				done := h.async(chat(stream))
-				h.waitAttempts("a", "m|no-headers", 1)
-				h.waitTimers(2) // chain deadline + header timeout
-				h.clock.Advance(10*time.Second - time.Millisecond)
-				h.waitTimers(2)
-				h.clock.Advance(time.Millisecond)
-				r := recv(t, done, "the reply")
-				if p, a := r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"); p != "a:deadline" || a != "1" {
+				h := gwtest.New(t, hangingChain(", degraded_reply: {mode: "+mode+"}"), "a", "b")
+				done := h.Async(chat(stream))
+				h.WaitAttempts("a", "m|no-headers", 1)
+				h.WaitTimers(2) // chain deadline + header timeout
+				h.Clock.Advance(10*time.Second - time.Millisecond)
+				h.WaitTimers(2)
+				h.Clock.Advance(time.Millisecond)
+				r := testkit.Recv(t, done, "the reply")
+				if p, a := r.Header.Get("X-Hopgate-Path"), r.Header.Get("X-Hopgate-Attempts"); p != "a:deadline" || a != "1" {
 					t.Fatalf("path %q attempts %s", p, a)
 				}
-				if h.attempts("b", "m|no-headers") != 0 {
+				if h.Attempts("b", "m|no-headers") != 0 {
 					t.Fatal("b asked after the deadline")
 				}
 				if mode == "error" {
-					if r.status != 503 || !strings.Contains(r.body, `"code":"engine_overloaded"`) || r.header.Get("Retry-After") != "10" {
-						t.Fatalf("%d Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+					if r.Status != 503 || !strings.Contains(r.Body, `"code":"engine_overloaded"`) || r.Header.Get("Retry-After") != "10" {
+						t.Fatalf("%d Retry-After %q: %s", r.Status, r.Header.Get("Retry-After"), r.Body)
 					}
-					if r.header.Get("X-Hopgate-Degraded") != "" {
+					if r.Header.Get("X-Hopgate-Degraded") != "" {
 						t.Fatal("an error reply must not be marked degraded")
 					}
 					return
 				}
-				if r.status != 200 || r.header.Get("X-Hopgate-Degraded") != "1" {
-					t.Fatalf("%d degraded=%q: %s", r.status, r.header.Get("X-Hopgate-Degraded"), r.body)
+				if r.Status != 200 || r.Header.Get("X-Hopgate-Degraded") != "1" {
+					t.Fatalf("%d degraded=%q: %s", r.Status, r.Header.Get("X-Hopgate-Degraded"), r.Body)
 				}
 				if stream {
-					if got := streamText(r.body); got != config.DefaultDegradedMessage || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
-						t.Fatalf("degraded stream %q", r.body)
+					if got := gwtest.StreamText(r.Body); got != config.DefaultDegradedMessage || !strings.HasSuffix(r.Body, "data: [DONE]\n\n") {
+						t.Fatalf("degraded stream %q", r.Body)
 					}
-				} else if !strings.Contains(r.body, config.DefaultDegradedMessage) || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
-					t.Fatalf("degraded body %q", r.body)
+				} else if !strings.Contains(r.Body, config.DefaultDegradedMessage) || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+					t.Fatalf("degraded body %q", r.Body)
 				}
 			})
 		}
@@ -124,27 +126,27 @@ func TestChainDeadlineDegradedReply(t *testing.T) {
 // committed, the chain deadline no longer applies: a stream that pauses past
 // it completes. Path "a:ok", attempts 1.
 func TestCommittedStreamOutlivesDeadline(t *testing.T) {
-	h := newHarness(t, twoChannels("m|stall=60s", "m", "    policy: {chain_deadline: 10s}\n"), "a", "b")
+	h := gwtest.New(t, twoChannels("m|stall=60s", "m", "    policy: {chain_deadline: 10s}\n"), "a", "b")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp := h.open(ctx, chat(true))
+	resp := h.Open(ctx, chat(true))
 	defer resp.Body.Close()
 	if resp.Header.Get("X-Hopgate-Path") != "a:ok" || resp.Header.Get("X-Hopgate-Attempts") != "1" {
 		t.Fatalf("path %q", resp.Header.Get("X-Hopgate-Path"))
 	}
 	var seen strings.Builder
 	rd := sse.NewReader(io.TeeReader(resp.Body, &seen), 0)
-	readTokens(t, rd, upstream.DefaultTokens/2)
-	h.waitTimers(1) // only the deadline timer is left
-	h.clock.Advance(20 * time.Second)
-	h.waitUpstreamWaiting(1)
-	h.upClock.Advance(60 * time.Second)
+	gwtest.ReadTokens(t, rd, upstream.DefaultTokens/2)
+	h.WaitTimers(1) // only the deadline timer is left
+	h.Clock.Advance(20 * time.Second)
+	h.WaitUpstreamTimers(1)
+	h.UpClock.Advance(60 * time.Second)
 	rest, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := seen.String() + string(rest)
-	if got := streamText(body); got != upstream.Answer(upstream.DefaultTokens) || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+	if got := gwtest.StreamText(body); got != upstream.Answer(upstream.DefaultTokens) || !strings.HasSuffix(body, "data: [DONE]\n\n") {
 		t.Fatalf("the deadline cut a committed stream: %q", body)
 	}
 }
@@ -181,10 +183,10 @@ func TestDeadlineCommitRace(t *testing.T) {
 	won := map[int]int{}
 	for i := 0; i < 25; i++ {
 		up := &held{release: make(chan struct{}), wrote: make(chan struct{})}
-		h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{"a": up}},
+		h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"a": up}},
 			twoChannels("m", "m", "    policy: {chain_deadline: 10s}\n"), "b")
-		done := h.async(chat(true))
-		h.waitInGate(1, 2) // gate timer + chain deadline
+		done := h.Async(chat(true))
+		h.WaitInGate(1, 2) // gate timer + chain deadline
 		// Alternate who starts first, so both winners (and the lost-commit
 		// path in between) are exercised.
 		if i%2 == 0 {
@@ -194,22 +196,22 @@ func TestDeadlineCommitRace(t *testing.T) {
 		} else {
 			go close(up.release)
 		}
-		h.clock.Advance(10 * time.Second)
-		r := recv(t, done, "the reply")
-		won[r.status]++
-		switch r.status {
+		h.Clock.Advance(10 * time.Second)
+		r := testkit.Recv(t, done, "the reply")
+		won[r.Status]++
+		switch r.Status {
 		case 200:
-			if r.header.Get("X-Hopgate-Path") != "a:ok" || streamText(r.body) != "Hello" || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
-				t.Fatalf("commit won but the reply is %q %q", r.header.Get("X-Hopgate-Path"), r.body)
+			if r.Header.Get("X-Hopgate-Path") != "a:ok" || gwtest.StreamText(r.Body) != "Hello" || !strings.HasSuffix(r.Body, "data: [DONE]\n\n") {
+				t.Fatalf("commit won but the reply is %q %q", r.Header.Get("X-Hopgate-Path"), r.Body)
 			}
 		case 503:
-			if r.header.Get("X-Hopgate-Path") != "a:deadline" || !strings.Contains(r.body, `"code":"engine_overloaded"`) {
-				t.Fatalf("deadline won but the reply is %q %q", r.header.Get("X-Hopgate-Path"), r.body)
+			if r.Header.Get("X-Hopgate-Path") != "a:deadline" || !strings.Contains(r.Body, `"code":"engine_overloaded"`) {
+				t.Fatalf("deadline won but the reply is %q %q", r.Header.Get("X-Hopgate-Path"), r.Body)
 			}
 		default:
-			t.Fatalf("iteration %d: status %d path %q: %s", i, r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			t.Fatalf("iteration %d: status %d path %q: %s", i, r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 		}
-		if h.attempts("b", "m") != 0 {
+		if h.Attempts("b", "m") != 0 {
 			t.Fatal("b asked: the walk went on after the deadline")
 		}
 	}
@@ -226,8 +228,8 @@ func TestDeadlineCommitRace(t *testing.T) {
 func TestChatProfile(t *testing.T) {
 	profile := "    policy: {profile: chat}\n"
 	t.Run("resolved", func(t *testing.T) {
-		h := newHarness(t, twoChannels("m", "m", profile), "a", "b")
-		p := h.cfg.Model("m").Policy
+		h := gwtest.New(t, twoChannels("m", "m", profile), "a", "b")
+		p := h.Config.Model("m").Policy
 		if p.HeaderTimeout != 8*time.Second || p.GateTimeout != 8*time.Second || p.GateOnTimeout != config.OnTimeoutFailover ||
 			p.StreamIdleTimeout != 30*time.Second || p.ChainDeadline != 12*time.Second {
 			t.Fatalf("chat profile resolved to %+v", p)
@@ -236,79 +238,79 @@ func TestChatProfile(t *testing.T) {
 	// No headers: the next channel after exactly 8s.
 	// Path "a:header_timeout -> b:ok", attempts 2.
 	t.Run("header_timeout_8s", func(t *testing.T) {
-		h := newHarness(t, twoChannels("m|no-headers", "m", profile), "a", "b")
-		done := h.async(chat(true))
-		h.waitAttempts("a", "m|no-headers", 1)
-		h.waitTimers(2) // deadline + header timeout
-		h.clock.Advance(8*time.Second - time.Millisecond)
-		h.waitTimers(2)
-		if h.attempts("b", "m") != 0 {
+		h := gwtest.New(t, twoChannels("m|no-headers", "m", profile), "a", "b")
+		done := h.Async(chat(true))
+		h.WaitAttempts("a", "m|no-headers", 1)
+		h.WaitTimers(2) // deadline + header timeout
+		h.Clock.Advance(8*time.Second - time.Millisecond)
+		h.WaitTimers(2)
+		if h.Attempts("b", "m") != 0 {
 			t.Fatal("failed over before 8s")
 		}
-		h.clock.Advance(time.Millisecond)
-		r := recv(t, done, "the reply")
-		h.wantArmed(8*time.Second, 12*time.Second, 30*time.Second) // header (a, b), gate (b); deadline; b's idle
-		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
-			t.Fatalf("%d path %q", r.status, r.header.Get("X-Hopgate-Path"))
+		h.Clock.Advance(time.Millisecond)
+		r := testkit.Recv(t, done, "the reply")
+		h.WantArmed(8*time.Second, 12*time.Second, 30*time.Second) // header (a, b), gate (b); deadline; b's idle
+		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" || r.Header.Get("X-Hopgate-Attempts") != "2" {
+			t.Fatalf("%d path %q", r.Status, r.Header.Get("X-Hopgate-Path"))
 		}
 	})
 	// Nothing decisive within 8s: fail over (per-hop SLO), not commit.
 	// Path "a:gate_timeout -> b:ok", attempts 2.
 	t.Run("gate_8s_failover", func(t *testing.T) {
-		h := newHarness(t, twoChannels("m|slow-first-token=60s", "m", profile), "a", "b")
-		done := h.async(chat(true))
-		h.waitInGate(1, 2) // gate + deadline
-		h.clock.Advance(8*time.Second - time.Millisecond)
-		h.waitTimers(2)
-		h.clock.Advance(time.Millisecond)
-		r := recv(t, done, "the reply")
-		h.wantArmed(8*time.Second, 12*time.Second, 30*time.Second) // header, gate; deadline; b's idle
-		if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:gate_timeout -> b:ok" {
-			t.Fatalf("%d path %q", r.status, r.header.Get("X-Hopgate-Path"))
+		h := gwtest.New(t, twoChannels("m|slow-first-token=60s", "m", profile), "a", "b")
+		done := h.Async(chat(true))
+		h.WaitInGate(1, 2) // gate + deadline
+		h.Clock.Advance(8*time.Second - time.Millisecond)
+		h.WaitTimers(2)
+		h.Clock.Advance(time.Millisecond)
+		r := testkit.Recv(t, done, "the reply")
+		h.WantArmed(8*time.Second, 12*time.Second, 30*time.Second) // header, gate; deadline; b's idle
+		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:gate_timeout -> b:ok" {
+			t.Fatalf("%d path %q", r.Status, r.Header.Get("X-Hopgate-Path"))
 		}
-		if got := streamText(r.body); got != upstream.Answer(upstream.DefaultTokens) {
+		if got := gwtest.StreamText(r.Body); got != upstream.Answer(upstream.DefaultTokens) {
 			t.Fatalf("answer %q", got)
 		}
 	})
 	// A committed stream silent for 30s is interrupted in-band (the 12s
 	// deadline passes meanwhile without effect). Header path "a:ok".
 	t.Run("idle_30s", func(t *testing.T) {
-		h := newHarness(t, twoChannels("m|stall=60s", "m", profile), "a", "b")
+		h := gwtest.New(t, twoChannels("m|stall=60s", "m", profile), "a", "b")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		resp := h.open(ctx, chat(true))
+		resp := h.Open(ctx, chat(true))
 		defer resp.Body.Close()
 		var seen strings.Builder
 		rd := sse.NewReader(io.TeeReader(resp.Body, &seen), 0)
-		readTokens(t, rd, upstream.DefaultTokens/2)
-		h.waitTimers(2) // idle + deadline
-		h.clock.Advance(30*time.Second - time.Millisecond)
-		h.waitTimers(1) // the deadline fired (no effect); the idle timer waits on
-		h.clock.Advance(time.Millisecond)
+		gwtest.ReadTokens(t, rd, upstream.DefaultTokens/2)
+		h.WaitTimers(2) // idle + deadline
+		h.Clock.Advance(30*time.Second - time.Millisecond)
+		h.WaitTimers(1) // the deadline fired (no effect); the idle timer waits on
+		h.Clock.Advance(time.Millisecond)
 		rest, err := io.ReadAll(resp.Body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		assertInterrupted(t, seen.String()+string(rest), upstream.Answer(upstream.DefaultTokens/2), "stalled for 30s")
-		h.wantArmed(30*time.Second, 8*time.Second, 12*time.Second) // idle; header and gate; deadline
+		h.WantArmed(30*time.Second, 8*time.Second, 12*time.Second) // idle; header and gate; deadline
 	})
 	// Both channels hang: a costs 8s (header timeout), b gets the 4s left;
 	// at 12s the degraded reply. Path "a:header_timeout -> b:deadline".
 	t.Run("deadline_12s", func(t *testing.T) {
-		h := newHarness(t, twoChannels("m|no-headers", "m|no-headers", profile), "a", "b")
-		done := h.async(chat(false))
-		h.waitAttempts("a", "m|no-headers", 1)
-		h.waitTimers(2)
-		h.clock.Advance(8 * time.Second)
-		h.waitAttempts("b", "m|no-headers", 1)
-		h.waitTimers(2) // deadline + b's header timeout
-		h.clock.Advance(4 * time.Second)
-		r := recv(t, done, "the reply")
-		if r.status != 503 || !strings.Contains(r.body, `"code":"engine_overloaded"`) || r.header.Get("Retry-After") != "12" {
-			t.Fatalf("%d %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+		h := gwtest.New(t, twoChannels("m|no-headers", "m|no-headers", profile), "a", "b")
+		done := h.Async(chat(false))
+		h.WaitAttempts("a", "m|no-headers", 1)
+		h.WaitTimers(2)
+		h.Clock.Advance(8 * time.Second)
+		h.WaitAttempts("b", "m|no-headers", 1)
+		h.WaitTimers(2) // deadline + b's header timeout
+		h.Clock.Advance(4 * time.Second)
+		r := testkit.Recv(t, done, "the reply")
+		if r.Status != 503 || !strings.Contains(r.Body, `"code":"engine_overloaded"`) || r.Header.Get("Retry-After") != "12" {
+			t.Fatalf("%d %q: %s", r.Status, r.Header.Get("Retry-After"), r.Body)
 		}
-		if p := r.header.Get("X-Hopgate-Path"); p != "a:header_timeout -> b:deadline" || r.header.Get("X-Hopgate-Attempts") != "2" {
-			t.Fatalf("path %q attempts %s", p, r.header.Get("X-Hopgate-Attempts"))
+		if p := r.Header.Get("X-Hopgate-Path"); p != "a:header_timeout -> b:deadline" || r.Header.Get("X-Hopgate-Attempts") != "2" {
+			t.Fatalf("path %q attempts %s", p, r.Header.Get("X-Hopgate-Attempts"))
 		}
 	})
 }
@@ -319,18 +321,18 @@ func TestChatProfile(t *testing.T) {
 func TestNonStreamBodyStall(t *testing.T) {
 	for _, fault := range []string{"m|stall=60s", "m|slow-first-token=60s"} {
 		t.Run(fault, func(t *testing.T) {
-			h := newHarness(t, twoChannels(fault, "m", "    policy: {stream_idle_timeout: 5s}\n"), "a", "b")
-			done := h.async(chat(false))
-			h.waitSpanEnd("await headers", 1)
-			h.waitUpstreamWaiting(1)
-			h.waitTimers(1) // the body idle timer
-			h.clock.Advance(5 * time.Second)
-			r := recv(t, done, "the reply")
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:stream_idle_timeout -> b:ok" || r.header.Get("X-Hopgate-Attempts") != "2" {
-				t.Fatalf("%d path %q: %s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			h := gwtest.New(t, twoChannels(fault, "m", "    policy: {stream_idle_timeout: 5s}\n"), "a", "b")
+			done := h.Async(chat(false))
+			h.WaitSpanEnd("await headers", 1)
+			h.WaitUpstreamTimers(1)
+			h.WaitTimers(1) // the body idle timer
+			h.Clock.Advance(5 * time.Second)
+			r := testkit.Recv(t, done, "the reply")
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:stream_idle_timeout -> b:ok" || r.Header.Get("X-Hopgate-Attempts") != "2" {
+				t.Fatalf("%d path %q: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 			}
-			if !strings.Contains(r.body, upstream.Answer(upstream.DefaultTokens)) {
-				t.Fatalf("answer: %s", r.body)
+			if !strings.Contains(r.Body, upstream.Answer(upstream.DefaultTokens)) {
+				t.Fatalf("answer: %s", r.Body)
 			}
 		})
 	}
@@ -342,12 +344,12 @@ func TestNonStreamBodyStall(t *testing.T) {
 func TestStreamRequestErrorBodies(t *testing.T) {
 	for fault, label := range map[string]string{"m|error-body": "error_body", "m|bad-json": "bad_json"} {
 		t.Run(fault, func(t *testing.T) {
-			h := newHarness(t, twoChannels(fault, "m", ""), "a", "b")
-			r := h.post(chat(true))
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:"+label+" -> b:ok" {
-				t.Fatalf("%d path %q: %s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			h := gwtest.New(t, twoChannels(fault, "m", ""), "a", "b")
+			r := h.Post(chat(true))
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:"+label+" -> b:ok" {
+				t.Fatalf("%d path %q: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 			}
-			if got := streamText(r.body); got != upstream.Answer(upstream.DefaultTokens) {
+			if got := gwtest.StreamText(r.Body); got != upstream.Answer(upstream.DefaultTokens) {
 				t.Fatalf("answer %q", got)
 			}
 		})

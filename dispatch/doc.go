@@ -3,14 +3,32 @@
 //
 //   - L1: before a hop, the channel's breaker (package breaker) decides
 //     whether anything is sent at all.
-//   - L2: the chain walk (walk.go) tries entries cheapest first, moves on
-//     only on retryable results (package classify), returns final ones at once.
-//   - L3: the stream gate (stream.go) holds the first SSE frames until one is
-//     decisive (package gate classifies frames, package sse reads them).
-//   - L4: the header timeout (hop.go) bounds the wait for response headers.
+//   - L2: the chain walk (call.go) tries entries cheapest first, moves on
+//     only on retryable results (classify.HopError), returns final ones at
+//     once, never retries a channel after a timeout.
+//   - L3: the stream gate (stream.go) holds the first SSE frames until one
+//     is decisive (internal/gate classifies frames, internal/sse reads them).
+//   - L4: the header timeout (headertimeout.go) bounds the wait for
+//     response headers.
 //
-// Around them: the chain deadline and degraded reply (reply.go), mid-stream
-// safety after commit, and the telemetry hooks (spans, metrics, failover log).
+// # Shape
+//
+// A request is a call (call.go): the walk, the failover path's steps and
+// the outcome. Each hop is an attempt (attempt.go): it owns its context and
+// cancel, its timers, its span, the chain entry, the upstream response and
+// what the upstream said about usage; sending, the header wait, the gate,
+// the pass after commit (stream.go), buffering and binary passthrough
+// (body.go) and a mid-stream continuation (resume.go, through the same
+// frame loop) are its methods, and it tells the walk only a typed error.
+// What reached the client belongs to the responder (responder.go): the
+// one claim on the reply (the first decisive answer and the chain deadline
+// race for it by compare-and-swap), the status line with hopgate's
+// headers, the in-band error frame of an interrupted stream, the abort of
+// a binary body. The degraded reply is reply.go.
+//
+// Spans are recorded through telemetry.Spans and metrics through
+// telemetry.Metrics: dispatch reports what happened and never builds span
+// attributes itself.
 //
 // It must not parse configuration (package config), authenticate clients or
 // route HTTP paths (package api): it receives a resolved Request and writes

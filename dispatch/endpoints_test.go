@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -91,7 +93,7 @@ var endpoints = []endpointCase{
 // tap records the bytes a fake provider wrote, per request, so a test can
 // compare them with what the client received.
 type tap struct {
-	up *upstream.Server
+	up http.Handler // the fake provider
 	mu sync.Mutex
 	// replies in arrival order; a reply grows while its handler writes.
 	replies []*bytes.Buffer
@@ -149,44 +151,22 @@ models:
 `
 
 // newEndpointHarness is a harness whose providers are tapped.
-func newEndpointHarness(t *testing.T) (*harness, map[string]*tap) {
+func newEndpointHarness(t *testing.T) (*gwtest.Gateway, map[string]*tap) {
 	t.Helper()
 	taps := map[string]*tap{}
-	custom := map[string]http.Handler{}
+	wrap := map[string]func(http.Handler) http.Handler{}
 	for _, id := range []string{"a", "b"} {
-		up := upstream.New(upstream.Options{Clock: nil, Name: id, APIKey: channelKey})
-		taps[id] = &tap{up: up}
-		custom[id] = taps[id]
-		t.Cleanup(up.Close)
+		taps[id] = &tap{}
+		wrap[id] = func(fake http.Handler) http.Handler { taps[id].up = fake; return taps[id] }
 	}
-	h := newHarnessWith(t, harnessOptions{custom: custom}, endpointConfig)
-	for id, tp := range taps {
-		h.ups[id] = tp.up
-	}
-	return h, taps
+	return gwtest.NewWith(t, gwtest.Options{Wrap: wrap}, endpointConfig, "a", "b"), taps
 }
 
-// call sends one request to path and reads the whole answer.
-func (h *harness) call(ctx context.Context, path, ct string, body []byte) (reply, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.gw.URL+path, bytes.NewReader(body))
+func mustCall(t *testing.T, h *gwtest.Gateway, ec endpointCase) gwtest.Reply {
+	t.Helper()
+	r, err := h.Call(context.Background(), ec.path, ec.ct, ec.body("m"))
 	if err != nil {
-		return reply{}, err
-	}
-	req.Header.Set("Content-Type", ct)
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return reply{status: -1}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}, err
-}
-
-func (h *harness) mustCall(ec endpointCase) reply {
-	h.t.Helper()
-	r, err := h.call(context.Background(), ec.path, ec.ct, ec.body("m"))
-	if err != nil {
-		h.t.Fatalf("%s: %v", ec.path, err)
+		t.Fatalf("%s: %v", ec.path, err)
 	}
 	return r
 }
@@ -199,14 +179,14 @@ func TestEndpointsPassThrough(t *testing.T) {
 	for _, ec := range endpoints {
 		t.Run(ec.name, func(t *testing.T) {
 			h, taps := newEndpointHarness(t)
-			r := h.mustCall(ec)
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:ok" {
-				t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			r := mustCall(t, h, ec)
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:ok" {
+				t.Fatalf("status %d path %q: %.300s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 			}
-			if r.body != taps["a"].last() || len(r.body) == 0 {
-				t.Fatalf("answer differs from the upstream's bytes:\n got %.200q\nwant %.200q", r.body, taps["a"].last())
+			if r.Body != taps["a"].last() || len(r.Body) == 0 {
+				t.Fatalf("answer differs from the upstream's bytes:\n got %.200q\nwant %.200q", r.Body, taps["a"].last())
 			}
-			log := h.ups["a"].Log()
+			log := h.Ups["a"].Log()
 			if len(log) != 1 {
 				t.Fatalf("upstream a saw %d requests, want 1", len(log))
 			}
@@ -218,19 +198,19 @@ func TestEndpointsPassThrough(t *testing.T) {
 			}
 			switch ec.name {
 			case "speech":
-				if r.header.Get("Content-Type") != "audio/mpeg" || r.body != string(upstream.SpeechAudio("Hello there", upstream.DefaultTokens)) {
-					t.Fatalf("audio: %q, %d bytes", r.header.Get("Content-Type"), len(r.body))
+				if r.Header.Get("Content-Type") != "audio/mpeg" || r.Body != string(upstream.SpeechAudio("Hello there", upstream.DefaultTokens)) {
+					t.Fatalf("audio: %q, %d bytes", r.Header.Get("Content-Type"), len(r.Body))
 				}
 			case "transcriptions":
-				if !strings.Contains(r.body, upstream.FileDigest(audioUpload)) {
-					t.Fatalf("the upload did not reach the upstream intact: %s", r.body)
+				if !strings.Contains(r.Body, upstream.FileDigest(audioUpload)) {
+					t.Fatalf("the upload did not reach the upstream intact: %s", r.Body)
 				}
 			}
-			if ec.stream != strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
-				t.Fatalf("Content-Type %q for stream=%v", r.header.Get("Content-Type"), ec.stream)
+			if ec.stream != strings.HasPrefix(r.Header.Get("Content-Type"), "text/event-stream") {
+				t.Fatalf("Content-Type %q for stream=%v", r.Header.Get("Content-Type"), ec.stream)
 			}
 			var hop bool
-			for _, s := range h.traceOf(r.header.Get("X-Request-Id")) {
+			for _, s := range h.Trace(r.Header.Get("X-Request-Id")) {
 				if s.SpanKind != trace.SpanKindClient {
 					continue
 				}
@@ -253,17 +233,17 @@ func TestEndpointsFailOverOn503(t *testing.T) {
 	for _, ec := range endpoints {
 		t.Run(ec.name, func(t *testing.T) {
 			h, taps := newEndpointHarness(t)
-			if err := h.ups["a"].SetFault("up-m", "503"); err != nil {
+			if err := h.Ups["a"].SetFault("up-m", "503"); err != nil {
 				t.Fatal(err)
 			}
-			r := h.mustCall(ec)
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:503 -> b:ok" {
-				t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			r := mustCall(t, h, ec)
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:503 -> b:ok" {
+				t.Fatalf("status %d path %q: %.300s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 			}
-			if r.body != taps["b"].last() {
+			if r.Body != taps["b"].last() {
 				t.Fatalf("answer differs from the serving upstream's bytes")
 			}
-			la, lb := h.ups["a"].Log(), h.ups["b"].Log()
+			la, lb := h.Ups["a"].Log(), h.Ups["b"].Log()
 			if len(la) != 1 || len(lb) != 1 || !bytes.Equal(la[0].Body, lb[0].Body) || la[0].Header.Get("Content-Type") != lb[0].Header.Get("Content-Type") {
 				t.Fatalf("the replayed request differs from the first hop's (%d, %d requests)", len(la), len(lb))
 			}
@@ -277,14 +257,14 @@ func TestEndpointsFinal400(t *testing.T) {
 	for _, ec := range endpoints {
 		t.Run(ec.name, func(t *testing.T) {
 			h, taps := newEndpointHarness(t)
-			if err := h.ups["a"].SetFault("up-m", "400"); err != nil {
+			if err := h.Ups["a"].SetFault("up-m", "400"); err != nil {
 				t.Fatal(err)
 			}
-			r := h.mustCall(ec)
-			if r.status != 400 || r.body != taps["a"].last() || r.header.Get("X-Hopgate-Attempts") != "1" {
-				t.Fatalf("status %d attempts %s: %s", r.status, r.header.Get("X-Hopgate-Attempts"), r.body)
+			r := mustCall(t, h, ec)
+			if r.Status != 400 || r.Body != taps["a"].last() || r.Header.Get("X-Hopgate-Attempts") != "1" {
+				t.Fatalf("status %d attempts %s: %s", r.Status, r.Header.Get("X-Hopgate-Attempts"), r.Body)
 			}
-			if n := len(h.ups["b"].Log()); n != 0 {
+			if n := len(h.Ups["b"].Log()); n != 0 {
 				t.Fatalf("b saw %d requests after a final error", n)
 			}
 		})
@@ -298,20 +278,16 @@ func TestEndpointsHeaderTimeout(t *testing.T) {
 	for _, ec := range endpoints {
 		t.Run(ec.name, func(t *testing.T) {
 			h, taps := newEndpointHarness(t)
-			if err := h.ups["a"].SetFault("up-m", "no-headers"); err != nil {
+			if err := h.Ups["a"].SetFault("up-m", "no-headers"); err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan reply, 1)
-			go func() {
-				r, _ := h.call(context.Background(), ec.path, ec.ct, ec.body("m"))
-				done <- r
-			}()
-			h.waitAttempts("a", "up-m", 1)
-			h.waitTimers(1)
-			h.clock.Advance(10 * time.Second)
-			r := recv(t, done, "the reply")
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" || r.body != taps["b"].last() {
-				t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+			done := h.AsyncCall(ec.path, ec.ct, ec.body("m"))
+			h.WaitAttempts("a", "up-m", 1)
+			h.WaitTimers(1)
+			h.Clock.Advance(10 * time.Second)
+			r := testkit.Recv(t, done, "the reply")
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" || r.Body != taps["b"].last() {
+				t.Fatalf("status %d path %q: %.300s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 			}
 		})
 	}
@@ -327,12 +303,12 @@ func TestStreamingEndpointsGate(t *testing.T) {
 		for _, fault := range []string{"stream-error", "stream-error-event"} {
 			t.Run(ec.name+"/"+fault, func(t *testing.T) {
 				h, taps := newEndpointHarness(t)
-				if err := h.ups["a"].SetFault("up-m", fault); err != nil {
+				if err := h.Ups["a"].SetFault("up-m", fault); err != nil {
 					t.Fatal(err)
 				}
-				r := h.mustCall(ec)
-				if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:stream_error -> b:ok" || r.body != taps["b"].last() {
-					t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+				r := mustCall(t, h, ec)
+				if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:stream_error -> b:ok" || r.Body != taps["b"].last() {
+					t.Fatalf("status %d path %q: %.300s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 				}
 			})
 		}
@@ -351,25 +327,25 @@ func TestSpeechFailures(t *testing.T) {
 	for _, fault := range []string{"error-body", "bad-json"} {
 		t.Run(fault, func(t *testing.T) {
 			h, taps := newEndpointHarness(t)
-			if err := h.ups["a"].SetFault("up-m", fault); err != nil {
+			if err := h.Ups["a"].SetFault("up-m", fault); err != nil {
 				t.Fatal(err)
 			}
-			r := h.mustCall(speech)
-			if r.status != 200 || !strings.HasPrefix(r.header.Get("X-Hopgate-Path"), "a:") || !strings.HasSuffix(r.header.Get("X-Hopgate-Path"), " -> b:ok") || r.body != taps["b"].last() {
-				t.Fatalf("status %d path %q", r.status, r.header.Get("X-Hopgate-Path"))
+			r := mustCall(t, h, speech)
+			if r.Status != 200 || !strings.HasPrefix(r.Header.Get("X-Hopgate-Path"), "a:") || !strings.HasSuffix(r.Header.Get("X-Hopgate-Path"), " -> b:ok") || r.Body != taps["b"].last() {
+				t.Fatalf("status %d path %q", r.Status, r.Header.Get("X-Hopgate-Path"))
 			}
 		})
 	}
 	t.Run("cut with Content-Length", func(t *testing.T) {
 		h, _ := newEndpointHarness(t)
-		if err := h.ups["a"].SetFault("up-m", "cut=4"); err != nil {
+		if err := h.Ups["a"].SetFault("up-m", "cut=4"); err != nil {
 			t.Fatal(err)
 		}
-		r, err := h.call(context.Background(), speech.path, speech.ct, speech.body("m"))
-		if !errors.Is(err, io.ErrUnexpectedEOF) || r.status != 200 || len(r.body) == 0 {
-			t.Fatalf("a cut audio body must reach the client as a broken transfer: status %d, %d bytes, err %v", r.status, len(r.body), err)
+		r, err := h.Call(context.Background(), speech.path, speech.ct, speech.body("m"))
+		if !errors.Is(err, io.ErrUnexpectedEOF) || r.Status != 200 || len(r.Body) == 0 {
+			t.Fatalf("a cut audio body must reach the client as a broken transfer: status %d, %d bytes, err %v", r.Status, len(r.Body), err)
 		}
-		if n := len(h.ups["b"].Log()); n != 0 {
+		if n := len(h.Ups["b"].Log()); n != 0 {
 			t.Fatalf("failover after commit: b saw %d requests", n)
 		}
 	})
@@ -377,7 +353,7 @@ func TestSpeechFailures(t *testing.T) {
 	// same way: the bytes received, then a broken transfer, no failover.
 	t.Run("stall past stream_idle_timeout", func(t *testing.T) {
 		cfg := strings.Replace(endpointConfig, "policy: {header_timeout: 10s}", "policy: {header_timeout: 10s, stream_idle_timeout: 5s}", 1)
-		h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{
+		h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{
 			"a": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
 				w.Header().Set("Content-Type", "audio/mpeg")
@@ -387,9 +363,9 @@ func TestSpeechFailures(t *testing.T) {
 				<-r.Context().Done() // then nothing, until the gateway gives up
 			}),
 		}}, cfg, "b")
-		req, _ := http.NewRequest(http.MethodPost, h.gw.URL+speech.path, bytes.NewReader(speech.body("m")))
+		req, _ := http.NewRequest(http.MethodPost, h.URL+speech.path, bytes.NewReader(speech.body("m")))
 		req.Header.Set("Content-Type", speech.ct)
-		resp, err := h.client.Do(req)
+		resp, err := h.Client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -397,25 +373,25 @@ func TestSpeechFailures(t *testing.T) {
 		if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != "a:ok" {
 			t.Fatalf("status %d path %q", resp.StatusCode, resp.Header.Get("X-Hopgate-Path"))
 		}
-		h.waitTimers(1) // headers are in, so the header timer is stopped: this is the idle timer
+		h.WaitTimers(1) // headers are in, so the header timer is stopped: this is the idle timer
 		// The bytes sent arrive before the stall is judged: advancing the
 		// clock first could cut the body while the gateway still copies it.
 		sent := make([]byte, 8192)
 		if n, err := io.ReadFull(resp.Body, sent); err != nil {
 			t.Fatalf("%d of the 8192 bytes sent arrived before the stall: %v", n, err)
 		}
-		h.clock.Advance(5 * time.Second)
+		h.Clock.Advance(5 * time.Second)
 		b, err := io.ReadAll(resp.Body)
 		if !errors.Is(err, io.ErrUnexpectedEOF) || len(b) != 0 {
 			t.Fatalf("%d more bytes, err %v: want the 8192 bytes sent, then a broken transfer", len(b), err)
 		}
-		if n := len(h.ups["b"].Log()); n != 0 {
+		if n := len(h.Ups["b"].Log()); n != 0 {
 			t.Fatalf("failover after commit: b saw %d requests", n)
 		}
-		h.wantArmed(5*time.Second, 10*time.Second) // the idle timer; the header timeout
+		h.WantArmed(5*time.Second, 10*time.Second) // the idle timer; the header timeout
 	})
 	t.Run("chunked, then html", func(t *testing.T) {
-		h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{
+		h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{
 			// a: 200 text/html from a load balancer, a failed hop.
 			"a": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
@@ -431,9 +407,9 @@ func TestSpeechFailures(t *testing.T) {
 				panic(http.ErrAbortHandler)
 			}),
 		}}, endpointConfig)
-		r, err := h.call(context.Background(), speech.path, speech.ct, speech.body("m"))
-		if err == nil || r.status != 200 || len(r.body) != 8192 || r.header.Get("X-Hopgate-Path") != "a:bad_json -> b:ok" {
-			t.Fatalf("status %d, %d bytes, path %q, err %v: want a broken transfer after the bytes received", r.status, len(r.body), r.header.Get("X-Hopgate-Path"), err)
+		r, err := h.Call(context.Background(), speech.path, speech.ct, speech.body("m"))
+		if err == nil || r.Status != 200 || len(r.Body) != 8192 || r.Header.Get("X-Hopgate-Path") != "a:bad_json -> b:ok" {
+			t.Fatalf("status %d, %d bytes, path %q, err %v: want a broken transfer after the bytes received", r.Status, len(r.Body), r.Header.Get("X-Hopgate-Path"), err)
 		}
 	})
 }

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -55,6 +58,9 @@ type Options struct {
 	// MaxResponseBody overrides DefaultMaxResponseBody, the bound on a
 	// buffered (non-streaming) upstream body.
 	MaxResponseBody int64
+	// Providers resolves the cloud credential chains of bedrock, vertex and
+	// Entra ID channels (the zero value: each SDK's default chain).
+	Providers provider.Options
 }
 
 // Engine applies the four layers to requests. One Engine serves the whole
@@ -73,6 +79,11 @@ type Engine struct {
 	// chains caches the hopgate.chain attribute of each model (chain).
 	chains  sync.Map // chainKey -> string
 	nchains atomic.Int64
+	// upstreams holds each channel's provider adapter (its credentials),
+	// built on first use per *config.Channel (a reload brings new ones).
+	upstreams  sync.Map // *config.Channel -> *upstreamEntry
+	nupstreams atomic.Int64
+	providers  provider.Options
 }
 
 // New builds an Engine.
@@ -121,6 +132,7 @@ func New(o Options) *Engine {
 	// client's redirect bookkeeping (a copy of the request headers per
 	// request) buys nothing here.
 	e.transport = tr
+	e.providers = o.Providers
 	e.breakers = o.Breakers
 	if e.breakers == nil {
 		e.breakers = breaker.NewSet(breaker.WithClock(e.clock))
@@ -219,6 +231,11 @@ type Request struct {
 	Stream bool
 	// Events selects the frame classifier: chat-style chunks or Responses events.
 	Events EventStyle
+	// AnthropicVersion and AnthropicBeta are an Anthropic client's
+	// anthropic-version and anthropic-beta headers, passed to
+	// Anthropic-family channels (betas filtered for Bedrock and Vertex).
+	AnthropicVersion string
+	AnthropicBeta    []string
 	// Flusher, if set, is flushed instead of the ResponseWriter the answer
 	// is written to. Package api passes the writer under otelhttp's
 	// response wrapper, whose Flush allocates three objects per call (one
@@ -227,12 +244,17 @@ type Request struct {
 	Flusher http.ResponseWriter
 }
 
-// EventStyle selects how the gate reads frames.
+// EventStyle is the client's dialect of bodies and stream events.
 type EventStyle int
 
 const (
+	// ChatEvents: OpenAI chat.completion chunks (and /v1/completions).
 	ChatEvents EventStyle = iota
+	// ResponsesEvents: OpenAI Responses events.
 	ResponsesEvents
+	// MessagesEvents: Anthropic Messages (POST /v1/messages): errors,
+	// stream events and in-band errors in Anthropic's shape.
+	MessagesEvents
 )
 
 // Result summarises a served request (for the access log line and tests).
@@ -273,4 +295,46 @@ type Delivered struct {
 	// ToolCallFrames: frames carrying tool-call deltas (about one token
 	// each).
 	ToolCallFrames int64
+}
+
+// upstreamEntry is a channel's provider adapter, or why it could not be
+// built (a credential chain that failed: every hop on it fails, retryable,
+// until a reload).
+type upstreamEntry struct {
+	up  *provider.Upstream
+	err error
+}
+
+// maxUpstreams bounds Engine.upstreams across reloads.
+const maxUpstreams = 4096
+
+// upstreamFor returns ch's provider adapter, built on first use.
+func (e *Engine) upstreamFor(ch *config.Channel) (*provider.Upstream, error) {
+	if v, ok := e.upstreams.Load(ch); ok {
+		en := v.(*upstreamEntry)
+		return en.up, en.err
+	}
+	up, err := provider.New(context.Background(), ch, e.providers)
+	en := &upstreamEntry{up, err}
+	if e.nupstreams.Load() < maxUpstreams {
+		if v, loaded := e.upstreams.LoadOrStore(ch, en); loaded {
+			en = v.(*upstreamEntry)
+		} else {
+			e.nupstreams.Add(1)
+		}
+	}
+	return en.up, en.err
+}
+
+// CheckChannels resolves the credential chain of every channel of cfg, so a
+// missing cloud credential is a start-up (or reload) error that names the
+// channel, not a failed hop later.
+func (e *Engine) CheckChannels(cfg *config.Config) error {
+	var errs []error
+	for _, ch := range cfg.Channels {
+		if _, err := e.upstreamFor(ch); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

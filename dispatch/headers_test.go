@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // asciiClientKey authenticates the requests of TestResponseHeadersAreASCII.
@@ -53,7 +53,7 @@ models:
 // oddContentType answers 200 with a Content-Type carrying UTF-8 bytes (a
 // misconfigured upstream or middlebox): hopgate passes the media type on,
 // but never bytes a fetch client would decode as Latin-1.
-type oddContentType struct{ up *upstream.Server }
+type oddContentType struct{ up http.Handler }
 
 func (o oddContentType) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o.up.ServeHTTP(&oddWriter{ResponseWriter: w}, r)
@@ -104,7 +104,7 @@ func TestResponseHeadersAreASCII(t *testing.T) {
 			t.Run(ec.name+"/"+sc.name, func(t *testing.T) {
 				h := newASCIIHarness(t)
 				for ch, f := range sc.faults {
-					if err := h.ups[ch].SetFault("up-m", f); err != nil {
+					if err := h.Ups[ch].SetFault("up-m", f); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -112,20 +112,20 @@ func TestResponseHeadersAreASCII(t *testing.T) {
 				if sc.twice {
 					n = 2
 				}
-				var r reply
+				var r gwtest.Reply
 				for i := 0; i < n; i++ {
-					done := make(chan reply, 1)
-					go func() { done <- h.authCall(ec.path, ec.ct, ec.body(sc.model), asciiClientKey) }()
+					done := make(chan gwtest.Reply, 1)
+					go func() { done <- authCall(h, ec.path, ec.ct, ec.body(sc.model), asciiClientKey) }()
 					if sc.advance > 0 {
-						h.waitAttempts("a", "up-m", 1)
-						h.waitTimers(1)
-						h.clock.Advance(sc.advance)
+						h.WaitAttempts("a", "up-m", 1)
+						h.WaitTimers(1)
+						h.Clock.Advance(sc.advance)
 					}
-					r = recv(t, done, "the reply")
+					r = testkit.Recv(t, done, "the reply")
 					checkASCIIHeaders(t, r)
 				}
-				if sc.wantPath != "" && r.header.Get("X-Hopgate-Path") != sc.wantPath {
-					t.Fatalf("status %d path %q, want %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), sc.wantPath, r.body)
+				if sc.wantPath != "" && r.Header.Get("X-Hopgate-Path") != sc.wantPath {
+					t.Fatalf("status %d path %q, want %q: %.300s", r.Status, r.Header.Get("X-Hopgate-Path"), sc.wantPath, r.Body)
 				}
 			})
 		}
@@ -146,7 +146,7 @@ func TestResponseHeadersAreASCII(t *testing.T) {
 	h := newASCIIHarness(t)
 	for _, o := range own {
 		t.Run("own/"+o.name, func(t *testing.T) {
-			req, err := http.NewRequest(o.method, h.gw.URL+o.path, strings.NewReader(o.body))
+			req, err := http.NewRequest(o.method, h.URL+o.path, strings.NewReader(o.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,9 +156,9 @@ func TestResponseHeadersAreASCII(t *testing.T) {
 			if o.key != "" {
 				req.Header.Set("Authorization", "Bearer "+o.key)
 			}
-			r := h.do(req)
-			if r.status != o.want {
-				t.Fatalf("status %d, want %d: %.300s", r.status, o.want, r.body)
+			r := h.Do(req)
+			if r.Status != o.want {
+				t.Fatalf("status %d, want %d: %.300s", r.Status, o.want, r.Body)
 			}
 			checkASCIIHeaders(t, r)
 		})
@@ -167,44 +167,34 @@ func TestResponseHeadersAreASCII(t *testing.T) {
 
 // newASCIIHarness starts asciiConfig with fake providers a and b and the
 // odd Content-Type provider.
-func newASCIIHarness(t *testing.T) *harness {
+func newASCIIHarness(t *testing.T) *gwtest.Gateway {
 	t.Helper()
-	odd := upstream.New(upstream.Options{Name: "odd", APIKey: channelKey})
-	t.Cleanup(odd.Close)
-	return newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{"odd": oddContentType{odd}}}, asciiConfig(), "a", "b")
+	return gwtest.NewWith(t, gwtest.Options{Wrap: map[string]func(http.Handler) http.Handler{
+		"odd": func(fake http.Handler) http.Handler { return oddContentType{fake} },
+	}}, asciiConfig(), "a", "b", "odd")
 }
 
 // authCall sends body to path with a client key and reads the whole answer.
-func (h *harness) authCall(path, ct string, body []byte, key string) reply {
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, h.gw.URL+path, strings.NewReader(string(body)))
+func authCall(h *gwtest.Gateway, path, ct string, body []byte, key string) gwtest.Reply {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, h.URL+path, strings.NewReader(string(body)))
 	if err != nil {
-		return reply{status: -1, body: err.Error()}
+		return gwtest.Reply{Status: -1, Body: err.Error()}
 	}
 	req.Header.Set("Content-Type", ct)
 	req.Header.Set("Authorization", "Bearer "+key)
-	return h.do(req)
-}
-
-func (h *harness) do(req *http.Request) reply {
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return reply{status: -1, body: err.Error()}
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return h.Do(req)
 }
 
 // checkASCIIHeaders fails on any header byte outside 0x20–0x7E and tab.
-func checkASCIIHeaders(t *testing.T, r reply) {
+func checkASCIIHeaders(t *testing.T, r gwtest.Reply) {
 	t.Helper()
-	if r.status <= 0 {
-		t.Fatalf("no reply: %s", r.body)
+	if r.Status <= 0 {
+		t.Fatalf("no reply: %s", r.Body)
 	}
-	if len(r.header) == 0 {
-		t.Fatalf("status %d without headers", r.status)
+	if len(r.Header) == 0 {
+		t.Fatalf("status %d without headers", r.Status)
 	}
-	for k, vs := range r.header {
+	for k, vs := range r.Header {
 		for _, s := range append([]string{k}, vs...) {
 			for i := 0; i < len(s); i++ {
 				if c := s[i]; (c < 0x20 || c > 0x7e) && c != '\t' {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hopgate/hopgate/internal/sse"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // An open stream keeps no copy of a large prompt: neither the client body
@@ -25,11 +26,11 @@ func TestOpenStreamHoldsNoPrompt(t *testing.T) {
 		promptSize = 256 << 10
 	)
 	up := &idleStreams{release: make(chan struct{})}
-	h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{"a": up}}, twoChannels("m", "m", ""), "b")
+	h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"a": up}}, twoChannels("m", "m", ""), "b")
 	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", promptSize) + `"}]}`
 
 	before, _ := heapNow()
-	resps := openIdle(t, h.client, h.gw.URL+"/v1/chat/completions", body, streams)
+	resps := openIdle(t, h.Client, h.URL+"/v1/chat/completions", body, streams)
 	after, _ := heapNow()
 	close(up.release)
 	closeAll(resps)

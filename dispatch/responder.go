@@ -114,10 +114,14 @@ func (r *responder) writeStatus(status int) {
 }
 
 // writeError writes hopgate's own error reply (the caller holds the claim).
-func (r *responder) writeError(g *gatewayHeaders, requestID string, e *apierror.Error) {
+func (r *responder) writeError(g *gatewayHeaders, requestID string, e *apierror.Error, anthropic bool) {
 	r.setGatewayHeaders(g)
 	r.status = e.Status
 	r.written = true
+	if anthropic {
+		apierror.WriteAnthropic(r.w, requestID, e)
+		return
+	}
 	apierror.Write(r.w, requestID, e)
 }
 

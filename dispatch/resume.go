@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/gate"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/internal/retryafter"
-	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -85,6 +85,12 @@ func (a *attempt) continueStream() *classify.HopError {
 	if a.mode == resumePrefill {
 		prefix := string(c.rw.delivered)
 		opts.AssistantPrefix = &prefix
+		if a.dia.cross {
+			// Anthropic refuses a prefill ending in whitespace: the
+			// translation trims it, and the model then starts with it
+			// again. The client already has it: it is skipped once.
+			a.skipWS = len(prefix) - len(strings.TrimRight(prefix, " \t\r\n"))
+		}
 	}
 	resp, err := a.send(opts)
 	if err != nil {
@@ -106,14 +112,15 @@ func (a *attempt) continueStream() *classify.HopError {
 		a.rejected = cl == classify.Final
 		return e
 	}
-	if mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
+	if mt := mediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" && !(a.up.EventStream() && mt == "application/vnd.amazon.eventstream") {
 		a.rejected = true
 		return &classify.HopError{Kind: classify.KindNotAStream, Status: resp.StatusCode}
 	}
 	// Prefill continues after the delivered text; a replay must first
 	// repeat it exactly.
 	a.passing = a.mode == resumePrefill
-	return a.pass(sse.NewReader(resp.Body, c.e.maxFrame), c.inspector(), nil, a.continueFrame)
+	a.codec = a.dia.newCodec()
+	return a.pass(a.frames(resp), nil, a.continueFrame)
 }
 
 // continueFrame handles one frame of a continuation: frames that open the
@@ -158,6 +165,25 @@ func (a *attempt) continueFrame(it *frameItem) (*classify.HopError, bool) {
 	}
 	if it.info.Kind == gate.Hold && !it.info.UsageOnly {
 		return nil, false // role-only openers of the continuation
+	}
+	if a.skipWS > 0 && len(it.text) > 0 {
+		n := 0
+		for n < len(it.text) && n < a.skipWS && strings.IndexByte(" \t\r\n", it.text[n]) >= 0 {
+			n++
+		}
+		a.skipWS = 0
+		plain := it.info.Kind == gate.Content && !it.info.FinishReason && !it.info.ToolCalls && !it.info.Usage.Present
+		if n > 0 && plain {
+			// The whitespace the prefill lost, sent again: the client
+			// has it already; the rest of the text as a chunk of its own.
+			// (A frame carrying more than text goes as it came.)
+			rest := it.text[n:]
+			c.rw.delivered = append(c.rw.delivered, rest...)
+			if len(rest) > 0 && !c.rw.frame(suffixChunk(rest, it.info.Model)) {
+				return &classify.HopError{Kind: classify.KindCanceled}, true
+			}
+			return nil, false
+		}
 	}
 	a.note(it)
 	if !c.rw.frame(it.raw) {

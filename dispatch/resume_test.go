@@ -10,6 +10,7 @@ import (
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 	"github.com/hopgate/hopgate/internal/sse"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // resumeChannels: a cut cheap channel "a" and a fallback "b" whose channel
@@ -25,11 +26,11 @@ func resumeChannels(upA, upB string, prefill bool, policy string) string {
 // failoverPath is the full path of the last request from the failover log:
 // steps after commit (the cut, resume hops) are not in the response header,
 // which was sent at commit.
-func (h *harness) failoverPath() (path, outcome string) {
-	h.t.Helper()
-	list := h.tel.Failovers.List()
+func failoverPath(t *testing.T, h *gwtest.Gateway) (path, outcome string) {
+	t.Helper()
+	list := h.Tel.Failovers.List()
 	if len(list) == 0 {
-		h.t.Fatal("failover log is empty")
+		t.Fatal("failover log is empty")
 	}
 	return list[0].Path, list[0].Outcome // newest first
 }
@@ -84,9 +85,9 @@ func TestMidStreamCut(t *testing.T) {
 			path: "a:cut -> b:replay_diverged", bAsked: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var h *harness
+			var h *gwtest.Gateway
 			if tc.oneChan {
-				h = newHarness(t, `
+				h = gwtest.New(t, `
 region: test-1
 auth: {mode: none}
 channels:
@@ -96,29 +97,29 @@ models:
     chain: [{channel: a, upstream_model: "`+tc.upA+`"}]
 `+resume, "a")
 			} else {
-				h = newHarness(t, resumeChannels(tc.upA, tc.upB, tc.prefill, tc.policy), "a", "b")
+				h = gwtest.New(t, resumeChannels(tc.upA, tc.upB, tc.prefill, tc.policy), "a", "b")
 			}
-			r := h.post(chat(true))
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:ok" || r.header.Get("X-Hopgate-Attempts") != "1" {
-				t.Fatalf("%d path %q attempts %s", r.status, r.header.Get("X-Hopgate-Path"), r.header.Get("X-Hopgate-Attempts"))
+			r := h.Post(chat(true))
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:ok" || r.Header.Get("X-Hopgate-Attempts") != "1" {
+				t.Fatalf("%d path %q attempts %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Header.Get("X-Hopgate-Attempts"))
 			}
 			if tc.complete {
-				if got := streamText(r.body); got != upstream.Answer(60) {
+				if got := gwtest.StreamText(r.Body); got != upstream.Answer(60) {
 					t.Fatalf("resumed answer %q, want the 60 tokens exactly once", got)
 				}
-				if strings.Count(r.body, "data: [DONE]") != 1 || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
-					t.Fatalf("want exactly one final [DONE]: %q", r.body)
+				if strings.Count(r.Body, "data: [DONE]") != 1 || !strings.HasSuffix(r.Body, "data: [DONE]\n\n") {
+					t.Fatalf("want exactly one final [DONE]: %q", r.Body)
 				}
-				if strings.Contains(r.body, `"error"`) || strings.Contains(r.body, "does not support") {
-					t.Fatalf("a continuation error leaked: %q", r.body)
+				if strings.Contains(r.Body, `"error"`) || strings.Contains(r.Body, "does not support") {
+					t.Fatalf("a continuation error leaked: %q", r.Body)
 				}
-				if strings.Count(r.body, `"finish_reason":"stop"`) != 1 {
-					t.Fatalf("want one finish chunk: %q", r.body)
+				if strings.Count(r.Body, `"finish_reason":"stop"`) != 1 {
+					t.Fatalf("want one finish chunk: %q", r.Body)
 				}
 			} else {
-				assertInterrupted(t, r.body, upstream.Answer(40), "channel a: upstream stream ended before the answer was complete")
+				assertInterrupted(t, r.Body, upstream.Answer(40), "channel a: upstream stream ended before the answer was complete")
 			}
-			path, outcome := h.failoverPath()
+			path, outcome := failoverPath(t, h)
 			if path != tc.path {
 				t.Fatalf("failover path %q, want %q", path, tc.path)
 			}
@@ -130,12 +131,12 @@ models:
 				t.Fatalf("outcome %q, want %q", outcome, wantOutcome)
 			}
 			if !tc.oneChan {
-				if got := len(h.ups["b"].Log()); got != tc.bAsked {
+				if got := len(h.Ups["b"].Log()); got != tc.bAsked {
 					t.Fatalf("b received %d requests, want %d", got, tc.bAsked)
 				}
 			}
 			if tc.name == "prefill" {
-				role, content := lastMessage(t, h.lastSent("b"))
+				role, content := lastMessage(t, h.LastSent("b"))
 				if role != "assistant" || content != upstream.Answer(40) {
 					t.Fatalf("prefill request ends with %s %q, want the delivered text as assistant prefix", role, content)
 				}
@@ -148,18 +149,18 @@ models:
 // replay, so a stream cut after them ends with the error even under
 // mid_stream: resume, and the fallback is never asked.
 func TestNoResumeAfterToolCalls(t *testing.T) {
-	h := newHarness(t, resumeChannels("m|tool-calls|cut=2", "m|tool-calls", true, "    policy: {mid_stream: resume}\n"), "a", "b")
-	r := h.post(chat(true))
-	if r.status != 200 || !strings.Contains(r.body, `"tool_calls"`) {
-		t.Fatalf("%d %s", r.status, r.body)
+	h := gwtest.New(t, resumeChannels("m|tool-calls|cut=2", "m|tool-calls", true, "    policy: {mid_stream: resume}\n"), "a", "b")
+	r := h.Post(chat(true))
+	if r.Status != 200 || !strings.Contains(r.Body, `"tool_calls"`) {
+		t.Fatalf("%d %s", r.Status, r.Body)
 	}
-	if strings.Contains(r.body, "[DONE]") || !strings.Contains(r.body, `"code":"upstream_stream_interrupted"`) {
-		t.Fatalf("want the interruption and no [DONE]: %q", r.body)
+	if strings.Contains(r.Body, "[DONE]") || !strings.Contains(r.Body, `"code":"upstream_stream_interrupted"`) {
+		t.Fatalf("want the interruption and no [DONE]: %q", r.Body)
 	}
-	if got := len(h.ups["b"].Log()); got != 0 {
+	if got := len(h.Ups["b"].Log()); got != 0 {
 		t.Fatalf("b received %d requests: no resume after tool calls", got)
 	}
-	if path, _ := h.failoverPath(); path != "a:cut" {
+	if path, _ := failoverPath(t, h); path != "a:cut" {
 		t.Fatalf("path %q", path)
 	}
 }
@@ -168,41 +169,30 @@ func TestNoResumeAfterToolCalls(t *testing.T) {
 // mid_stream: resume is completed by a verified replay (a stall is a cut like
 // any other). Failover log path "a:cut -> b:replay_ok".
 func TestStallResumedByReplay(t *testing.T) {
-	h := newHarness(t, resumeChannels("m|tokens=10|stall=60s", "m|tokens=10", false,
+	h := gwtest.New(t, resumeChannels("m|tokens=10|stall=60s", "m|tokens=10", false,
 		"    policy: {mid_stream: resume, stream_idle_timeout: 5s}\n"), "a", "b")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp := h.open(ctx, chat(true))
+	resp := h.Open(ctx, chat(true))
 	defer resp.Body.Close()
 	var seen strings.Builder
 	// a delivers 5 tokens and stalls; once the client has them the gate
 	// timer is stopped and only the idle timer is left.
-	readTokens(t, sse.NewReader(io.TeeReader(resp.Body, &seen), 0), 5)
-	h.waitTimers(1)
-	h.clock.Advance(5 * time.Second)
+	gwtest.ReadTokens(t, sse.NewReader(io.TeeReader(resp.Body, &seen), 0), 5)
+	h.WaitTimers(1)
+	h.Clock.Advance(5 * time.Second)
 	rest, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := seen.String() + string(rest)
-	if got := streamText(body); got != upstream.Answer(10) {
+	if got := gwtest.StreamText(body); got != upstream.Answer(10) {
 		t.Fatalf("answer %q", got)
 	}
 	if !strings.HasSuffix(body, "data: [DONE]\n\n") {
 		t.Fatalf("no [DONE]: %q", body)
 	}
-	if path, outcome := h.failoverPath(); path != "a:cut -> b:replay_ok" || outcome != "failover_ok" {
+	if path, outcome := failoverPath(t, h); path != "a:cut -> b:replay_ok" || outcome != "failover_ok" {
 		t.Fatalf("path %q outcome %q", path, outcome)
-	}
-}
-
-// waitUpstreamWaiting waits until n fake-provider waits (stall, slow first
-// token) are pending on the providers' clock.
-func (h *harness) waitUpstreamWaiting(n int) {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := h.upClock.BlockUntilContext(ctx, n); err != nil {
-		h.t.Fatalf("providers never waited on their clock (%d)", n)
 	}
 }

@@ -3,19 +3,21 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -227,49 +229,21 @@ func actualTree(t *testing.T, spans tracetest.SpanStubs) node {
 	return conv(roots[0])
 }
 
-// traceOf returns the exported spans of trace id; it polls because the
-// SERVER span ends after the handler returns, which a client reading a
-// Content-Length body can beat.
-func (h *harness) traceOf(id string) tracetest.SpanStubs {
-	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if err := h.tel.TracerProvider.ForceFlush(context.Background()); err != nil {
-			h.t.Fatal(err)
-		}
-		var out tracetest.SpanStubs
-		root := false
-		for _, s := range h.spans.GetSpans() {
-			if s.SpanContext.TraceID().String() == id {
-				out = append(out, s)
-				root = root || !s.Parent.IsValid()
-			}
-		}
-		if root {
-			return out
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("trace %s never exported (%d spans)", id, len(out))
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
-	}
-}
-
 // checkTrace asserts the exact tree, that the root's failover path is the
 // one the client saw (pathHeader), and that every upstream request carried
 // a traceparent naming this trace and its own hop span as parent.
-func (h *harness) checkTrace(r reply, pathHeader string, want node) {
-	h.t.Helper()
-	id := r.header.Get("X-Request-Id")
+func checkTrace(t *testing.T, h *gwtest.Gateway, r gwtest.Reply, pathHeader string, want node) {
+	t.Helper()
+	id := r.Header.Get("X-Request-Id")
 	if len(id) != 32 {
-		h.t.Fatalf("X-Request-Id %q is not a trace id", id)
+		t.Fatalf("X-Request-Id %q is not a trace id", id)
 	}
-	if got := r.header.Get("X-Hopgate-Path"); got != pathHeader {
-		h.t.Errorf("X-Hopgate-Path = %q, want %q", got, pathHeader)
+	if got := r.Header.Get("X-Hopgate-Path"); got != pathHeader {
+		t.Errorf("X-Hopgate-Path = %q, want %q", got, pathHeader)
 	}
-	spans := h.traceOf(id)
-	if got, w := render(actualTree(h.t, spans)), render(want); got != w {
-		h.t.Errorf("span tree mismatch\n--- got\n%s--- want\n%s", got, w)
+	spans := h.Trace(id)
+	if got, w := render(actualTree(t, spans)), render(want); got != w {
+		t.Errorf("span tree mismatch\n--- got\n%s--- want\n%s", got, w)
 	}
 	hops := map[string]bool{}
 	for _, s := range spans {
@@ -278,73 +252,40 @@ func (h *harness) checkTrace(r reply, pathHeader string, want node) {
 		}
 	}
 	seen := map[string]bool{}
-	for _, ch := range h.channels {
-		for _, req := range h.ups[ch].Log() {
+	for _, ch := range slices.Sorted(maps.Keys(h.Ups)) {
+		for _, req := range h.Ups[ch].Log() {
 			tp := req.Header.Get("Traceparent")
 			parts := strings.Split(tp, "-")
 			if len(parts) != 4 {
-				h.t.Fatalf("upstream %s got traceparent %q", ch, tp)
+				t.Fatalf("upstream %s got traceparent %q", ch, tp)
 			}
 			if parts[1] != id {
 				continue // an earlier request of the test
 			}
 			if !hops[parts[2]] || parts[3] != "01" {
-				h.t.Errorf("upstream %s got traceparent %q: parent is not a sampled hop span of the trace", ch, tp)
+				t.Errorf("upstream %s got traceparent %q: parent is not a sampled hop span of the trace", ch, tp)
 			}
 			seen[parts[2]] = true
 		}
 	}
 	if len(seen) != len(hops) {
-		h.t.Errorf("%d hop spans but %d upstream requests carried this trace's traceparent", len(hops), len(seen))
-	}
-}
-
-// spanEnds reports when the next span named name ends: tests use it to know
-// where the engine stands before moving a fake clock.
-func (h *harness) spanEnds(name string) <-chan struct{} {
-	w := &endWatch{name: name, ch: make(chan struct{})}
-	h.tel.TracerProvider.RegisterSpanProcessor(w)
-	h.t.Cleanup(func() { h.tel.TracerProvider.UnregisterSpanProcessor(w) })
-	return w.ch
-}
-
-type endWatch struct {
-	name string
-	ch   chan struct{}
-	once sync.Once
-}
-
-func (w *endWatch) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (w *endWatch) OnEnd(s sdktrace.ReadOnlySpan) {
-	if s.Name() == w.name {
-		w.once.Do(func() { close(w.ch) })
-	}
-}
-func (w *endWatch) Shutdown(context.Context) error   { return nil }
-func (w *endWatch) ForceFlush(context.Context) error { return nil }
-
-func waitFor(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s never happened", what)
+		t.Errorf("%d hop spans but %d upstream requests carried this trace's traceparent", len(hops), len(seen))
 	}
 }
 
 // TestSpanTreeBreakerSkip: an open channel appears as a breaker-skip span
 // with its state and reopen time, and costs no hop span.
 func TestSpanTreeBreakerSkip(t *testing.T) {
-	h := newHarness(t, twoChannels("m", "m", ""), "a", "b")
-	if err := h.ups["a"].SetFault("m", "503"); err != nil {
+	h := gwtest.New(t, twoChannels("m", "m", ""), "a", "b")
+	if err := h.Ups["a"].SetFault("m", "503"); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		h.post(chat(false)) // three failures open a at 12:00:00 for 60 s
+		h.Post(chat(false)) // three failures open a at 12:00:00 for 60 s
 	}
-	r := h.post(chat(true))
+	r := h.Post(chat(true))
 	path := "a:open -> b:ok"
-	h.checkTrace(r, path,
+	checkTrace(t, h, r, path,
 		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
 			dispatchSpan(path, telemetry.OutcomeFailoverOK, 1, true,
 				skipSpan("a", "r-a", "2026-11-29T12:01:00Z"),
@@ -354,10 +295,10 @@ func TestSpanTreeBreakerSkip(t *testing.T) {
 // TestSpanTree503ThenSuccess: a failed hop carries the upstream status as
 // error.type, an error status and no usage; it has no gate (no 200).
 func TestSpanTree503ThenSuccess(t *testing.T) {
-	h := newHarness(t, twoChannels("m|503", "m", ""), "a", "b")
-	r := h.post(chat(true))
+	h := gwtest.New(t, twoChannels("m|503", "m", ""), "a", "b")
+	r := h.Post(chat(true))
 	path := "a:503 -> b:ok"
-	h.checkTrace(r, path,
+	checkTrace(t, h, r, path,
 		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
 			dispatchSpan(path, telemetry.OutcomeFailoverOK, 2, true,
 				hopSpan("a", "r-a", "m|503", 0, telemetry.HopRetryable, "error: 503", attrs{
@@ -370,14 +311,14 @@ func TestSpanTree503ThenSuccess(t *testing.T) {
 // TestSpanTreeHeaderTimeout: the header timeout is an error on "await
 // headers" with error.type=header_timeout, and the hop's outcome says so.
 func TestSpanTreeHeaderTimeout(t *testing.T) {
-	h := newHarness(t, twoChannels("m|no-headers", "m", "    policy: {header_timeout: 10s}\n"), "a", "b")
-	done := h.async(chat(true))
-	h.waitAttempts("a", "m|no-headers", 1)
-	h.waitTimers(1)
-	h.clock.Advance(10 * time.Second)
-	r := recv(t, done, "the reply")
+	h := gwtest.New(t, twoChannels("m|no-headers", "m", "    policy: {header_timeout: 10s}\n"), "a", "b")
+	done := h.Async(chat(true))
+	h.WaitAttempts("a", "m|no-headers", 1)
+	h.WaitTimers(1)
+	h.Clock.Advance(10 * time.Second)
+	r := testkit.Recv(t, done, "the reply")
 	path := "a:header_timeout -> b:ok"
-	h.checkTrace(r, path,
+	checkTrace(t, h, r, path,
 		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
 			dispatchSpan(path, telemetry.OutcomeFailoverOK, 2, true,
 				hopSpan("a", "r-a", "m|no-headers", 0, telemetry.HopHeaderTimeout, "error: header_timeout", attrs{
@@ -389,10 +330,10 @@ func TestSpanTreeHeaderTimeout(t *testing.T) {
 // TestSpanTreeGateDiscard: a 200 whose stream carries an error frame is a
 // discard_error gate decision under a failed hop, then the next hop commits.
 func TestSpanTreeGateDiscard(t *testing.T) {
-	h := newHarness(t, twoChannels("m|stream-error", "m", ""), "a", "b")
-	r := h.post(chat(true))
+	h := gwtest.New(t, twoChannels("m|stream-error", "m", ""), "a", "b")
+	r := h.Post(chat(true))
 	path := "a:stream_error -> b:ok"
-	h.checkTrace(r, path,
+	checkTrace(t, h, r, path,
 		serverSpan(path, telemetry.OutcomeFailoverOK, 200, false,
 			dispatchSpan(path, telemetry.OutcomeFailoverOK, 2, true,
 				hopSpan("a", "r-a", "m|stream-error", 0, telemetry.HopRetryable, "error: stream_error", attrs{
@@ -405,26 +346,26 @@ func TestSpanTreeGateDiscard(t *testing.T) {
 // TestSpanTreeGateTimeoutCommit: nothing decisive within the gate timeout
 // with on_timeout commit is commit_timeout; the slow hop still serves.
 func TestSpanTreeGateTimeoutCommit(t *testing.T) {
-	h := newHarness(t, twoChannels("m|slow-first-token=60s", "m",
+	h := gwtest.New(t, twoChannels("m|slow-first-token=60s", "m",
 		"    policy: {stream_gate: {timeout: 30s, on_timeout: commit}}\n"), "a", "b")
-	headers, gated := h.spanEnds(telemetry.SpanAwaitHeaders), h.spanEnds(telemetry.SpanStreamGate)
-	done := h.async(chat(true))
-	waitFor(t, headers, "response headers") // the gate timer is armed from here on
-	h.waitTimers(1)
-	h.clock.Advance(30 * time.Second)
-	waitFor(t, gated, "gate decision")
+	headers, gated := h.SpanEnds(telemetry.SpanAwaitHeaders), h.SpanEnds(telemetry.SpanStreamGate)
+	done := h.Async(chat(true))
+	testkit.Recv(t, headers, "response headers") // the gate timer is armed from here on
+	h.WaitTimers(1)
+	h.Clock.Advance(30 * time.Second)
+	testkit.Recv(t, gated, "gate decision")
 	// The first token arrives after the commit, once the fake waits for it.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := h.upClock.BlockUntilContext(ctx, 1); err != nil {
+	if err := h.UpClock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal("the fake never waited for its first token")
 	}
-	h.upClock.Advance(60 * time.Second)
-	r := recv(t, done, "the reply")
+	h.UpClock.Advance(60 * time.Second)
+	r := testkit.Recv(t, done, "the reply")
 	// The fake's ": keep-alive" comment races the gate timer over real
 	// sockets: the gate held it (1 frame, 14 bytes) or had not read it yet.
 	frames, bytes := 0, 0
-	for _, s := range h.traceOf(r.header.Get("X-Request-Id")) {
+	for _, s := range h.Trace(r.Header.Get("X-Request-Id")) {
 		for _, kv := range s.Attributes {
 			if s.Name == telemetry.SpanStreamGate && string(kv.Key) == telemetry.AttrGateFramesHeld && kv.Value.AsInt64() == 1 {
 				frames, bytes = 1, 14
@@ -443,7 +384,7 @@ func TestSpanTreeGateTimeoutCommit(t *testing.T) {
 			}, awaitSpan(""), gateSpan(telemetry.GateCommitTimeout, frames, bytes))))
 	// A gate timeout that committed is not a failure, but the trace is kept.
 	root.attrs[telemetry.AttrTimedOut] = "true"
-	h.checkTrace(r, path, root)
+	checkTrace(t, h, r, path, root)
 }
 
 // TestSpanTreeMidStreamCut: a stream cut after commit is an interrupted
@@ -451,13 +392,13 @@ func TestSpanTreeGateTimeoutCommit(t *testing.T) {
 // usage. X-Hopgate-Path left with the status line at commit ("a:ok"); only
 // the trace can tell the end of the story ("a:cut").
 func TestSpanTreeMidStreamCut(t *testing.T) {
-	h := newHarness(t, twoChannels("m|cut=3", "m", ""), "a", "b")
-	r := h.post(chat(true))
-	if !strings.Contains(r.body, "upstream_stream_interrupted") {
-		t.Fatalf("no in-band interruption: %s", r.body)
+	h := gwtest.New(t, twoChannels("m|cut=3", "m", ""), "a", "b")
+	r := h.Post(chat(true))
+	if !strings.Contains(r.Body, "upstream_stream_interrupted") {
+		t.Fatalf("no in-band interruption: %s", r.Body)
 	}
 	path := "a:cut"
-	h.checkTrace(r, "a:ok",
+	checkTrace(t, h, r, "a:ok",
 		serverSpan(path, telemetry.OutcomeInterrupted, 200, true,
 			dispatchSpan(path, telemetry.OutcomeInterrupted, 1, true,
 				hopSpan("a", "r-a", "m|cut=3", 0, telemetry.HopRetryable, "error: cut", attrs{
@@ -479,18 +420,18 @@ func TestSpanTreeDeadlineDegraded(t *testing.T) {
 		{"message", telemetry.OutcomeDegraded, "engine_overloaded", http.StatusOK},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			h := newHarness(t, twoChannels("m|no-headers", "m",
+			h := gwtest.New(t, twoChannels("m|no-headers", "m",
 				"    policy: {chain_deadline: 5s, degraded_reply: {mode: "+tc.mode+", message: busy}}\n"), "a", "b")
-			done := h.async(chat(true))
-			h.waitAttempts("a", "m|no-headers", 1)
-			h.waitTimers(2) // chain deadline and header timeout
-			h.clock.Advance(5 * time.Second)
-			r := recv(t, done, "the reply")
-			if r.status != tc.status {
-				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
+			done := h.Async(chat(true))
+			h.WaitAttempts("a", "m|no-headers", 1)
+			h.WaitTimers(2) // chain deadline and header timeout
+			h.Clock.Advance(5 * time.Second)
+			r := testkit.Recv(t, done, "the reply")
+			if r.Status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Body)
 			}
 			path := "a:deadline"
-			h.checkTrace(r, path,
+			checkTrace(t, h, r, path,
 				serverSpan(path, tc.outcome, tc.status, true,
 					dispatchSpan(path, tc.outcome, 1, false,
 						hopSpan("a", "r-a", "m|no-headers", 0, telemetry.HopRetryable, "error: deadline", attrs{

@@ -12,6 +12,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/gate"
+	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -52,26 +53,30 @@ type frameFeed struct {
 	awaiting bool
 }
 
-// startFrames starts the reader goroutine on rd; with keepText the text of
-// each frame is copied too (mid_stream: resume keeps what was delivered).
-func startFrames(rd *sse.Reader, inspect func(sse.Frame) gate.Info, keepText bool) *frameFeed {
+// startFrames starts the reader goroutine on rd, whose frames k reads for
+// the client; with keepText the text of each frame is copied too
+// (mid_stream: resume keeps what was delivered).
+func startFrames(rd frameSource, k codec, keepText bool) *frameFeed {
 	f := &frameFeed{items: make(chan frameItem, 1), next: make(chan bool, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
-		f.read(rd, inspect, keepText)
+		f.read(rd, k, keepText)
 	}()
 	return f
 }
 
 // read sends each frame of rd as owned copies, then waits for the answer
 // about it; it returns after sending an error, on false, or on stop.
-func (f *frameFeed) read(rd *sse.Reader, inspect func(sse.Frame) gate.Info, keepText bool) {
+func (f *frameFeed) read(rd frameSource, k codec, keepText bool) {
 	for {
 		fr, err := rd.Next()
 		var it frameItem
-		if len(fr.Raw) > 0 && err == nil {
-			it.raw = append([]byte(nil), fr.Raw...)
-			it.info = inspect(fr)
+		if err == nil {
+			out, info := k.frame(fr)
+			if len(out) > 0 {
+				it.raw = append([]byte(nil), out...)
+			}
+			it.info = info
 			it.textLen = len(it.info.Text)
 			if keepText && len(it.info.Text) > 0 {
 				it.text = append([]byte(nil), it.info.Text...)
@@ -114,16 +119,6 @@ func (f *frameFeed) close(cancel context.CancelCauseFunc, body io.Closer) {
 	<-f.done
 }
 
-// inspector is the frame classifier of the request's event format, for the
-// frames of one upstream stream in order (chat chunks repeat their head:
-// gate.ChatInspector compares it instead of parsing it again).
-func (c *call) inspector() func(sse.Frame) gate.Info {
-	if c.req.Events == ResponsesEvents {
-		return gate.InspectResponses
-	}
-	return new(gate.ChatInspector).Inspect
-}
-
 // stream runs the L3 gate on an SSE answer, then passes the stream through.
 //
 // Before commit a reader goroutine feeds the gate, which also waits on its
@@ -135,9 +130,8 @@ func (c *call) inspector() func(sse.Frame) gate.Info {
 func (a *attempt) stream(resp *http.Response) *classify.HopError {
 	c := a.c
 	c.rw.keepText = a.m.Policy.MidStream == config.MidStreamResume
-	rd := sse.NewReader(resp.Body, c.e.maxFrame)
-	inspect := c.inspector()
-	feed := startFrames(rd, inspect, c.rw.keepText)
+	rd := a.frames(resp)
+	feed := startFrames(rd, a.codec, c.rw.keepText)
 	defer feed.close(a.cancel, resp.Body)
 	if err := a.gate(resp, feed); err != nil {
 		return err
@@ -145,7 +139,7 @@ func (a *attempt) stream(resp *http.Response) *classify.HopError {
 	if !c.rw.keepText {
 		c.dropBody() // only a resume would send it again
 	}
-	return a.pass(rd, inspect, feed, a.afterCommit)
+	return a.pass(rd, feed, a.afterCommit)
 }
 
 // gateHold is what the gate holds and how its decision is recorded.
@@ -229,6 +223,9 @@ func (a *attempt) gate(resp *http.Response, feed *frameFeed) *classify.HopError 
 					continue // we asked for it, the client did not
 				}
 			}
+			if len(it.raw) == 0 {
+				continue // nothing for the client (a ping across dialects)
+			}
 			if g.bytes+len(it.raw) > c.e.maxHeld {
 				return g.fail(telemetry.GateDiscardError, classify.KindGateOverflow)
 			}
@@ -267,10 +264,12 @@ func (a *attempt) commitStream(resp *http.Response, held [][]byte, decisive *fra
 			return true
 		}
 	}
-	if decisive != nil && decisive.raw != nil {
+	if decisive != nil {
 		a.note(decisive)
-		_ = c.rw.frame(decisive.raw)
-		return true
+		if len(decisive.raw) > 0 {
+			_ = c.rw.frame(decisive.raw)
+			return true
+		}
 	}
 	_ = c.rw.flush()
 	return true
@@ -290,7 +289,7 @@ type frameHandler func(it *frameItem) (err *classify.HopError, end bool)
 // small frame (see Engine.Serve).
 //
 //go:noinline
-func (a *attempt) pass(rd *sse.Reader, inspect func(sse.Frame) gate.Info, feed *frameFeed, handle frameHandler) *classify.HopError {
+func (a *attempt) pass(rd frameSource, feed *frameFeed, handle frameHandler) *classify.HopError {
 	c := a.c
 	idleFor := a.m.Policy.StreamIdleTimeout
 	var idle clockwork.Timer
@@ -331,8 +330,7 @@ func (a *attempt) pass(rd *sse.Reader, inspect func(sse.Frame) gate.Info, feed *
 			if idle != nil {
 				idle.Reset(idleFor)
 			}
-			it.raw = f.Raw
-			it.info = inspect(f)
+			it.raw, it.info = a.codec.frame(f)
 			it.text = it.info.Text
 			it.textLen = len(it.info.Text)
 		}
@@ -351,13 +349,16 @@ func (a *attempt) afterCommit(it *frameItem) (*classify.HopError, bool) {
 		if c.clientCtx.Err() != nil {
 			return a.clientGone(), true
 		}
-		if errors.Is(it.err, io.EOF) && c.rw.finish {
-			// Complete but without [DONE]: finish it promptly.
-			if !c.rw.done && c.req.Events == ChatEvents {
-				_ = c.rw.frame(doneFrame)
+		if errors.Is(it.err, io.EOF) {
+			if tail, ok := a.codec.end(); ok {
+				// Complete but without its end ([DONE], message_stop):
+				// finish it promptly.
+				if len(tail) > 0 {
+					_ = c.rw.frame(tail)
+				}
+				c.rw.flushPending()
+				return a.succeed(), true
 			}
-			c.rw.flushPending()
-			return a.succeed(), true
 		}
 		why := "upstream stream ended before the answer was complete (" + errString(it.err) + ")"
 		if context.Cause(a.ctx) == errIdleTimeout {
@@ -380,10 +381,12 @@ func (a *attempt) afterCommit(it *frameItem) (*classify.HopError, bool) {
 		}
 	}
 	a.note(it)
-	if c.rw.write(it.raw) != nil {
-		return a.clientGone(), true
+	if len(it.raw) > 0 {
+		if c.rw.write(it.raw) != nil {
+			return a.clientGone(), true
+		}
+		c.rw.pending = true
 	}
-	c.rw.pending = true
 	if it.info.Kind == gate.Done {
 		c.rw.done = true
 		c.rw.flushPending()
@@ -442,4 +445,12 @@ func errString(err error) string {
 		return "EOF"
 	}
 	return err.Error()
+}
+
+// frames reads a streamed answer: Bedrock's event stream, or SSE.
+func (a *attempt) frames(resp *http.Response) frameSource {
+	if a.up.EventStream() {
+		return provider.NewEventFrames(resp.Body, a.c.e.maxFrame)
+	}
+	return sse.NewReader(resp.Body, a.c.e.maxFrame)
 }

@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // TestNoSameChannelRetryAfterTimeout: a channel that cost the caller a
@@ -29,19 +32,19 @@ func TestNoSameChannelRetryAfterTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := strings.Replace(twoChannels(tc.fault, "m", policy),
 				"api_key_env: CHANNEL_KEY, region: r-a}", "api_key_env: CHANNEL_KEY, region: r-a, retries: 1}", 1)
-			h := newHarness(t, cfg, "a", "b")
-			done := h.async(chat(tc.stream))
-			h.waitAttempts("a", tc.fault, 1)
-			h.waitInGate(1, 1) // headers arrived; the gate (stream) or idle (body) timer is armed
-			h.clock.Advance(8 * time.Second)
-			r := recv(t, done, "the reply")
-			if r.status != 200 || r.header.Get("X-Hopgate-Path") != tc.path {
-				t.Fatalf("status %d path %q, want %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), tc.path, r.body)
+			h := gwtest.New(t, cfg, "a", "b")
+			done := h.Async(chat(tc.stream))
+			h.WaitAttempts("a", tc.fault, 1)
+			h.WaitInGate(1, 1) // headers arrived; the gate (stream) or idle (body) timer is armed
+			h.Clock.Advance(8 * time.Second)
+			r := testkit.Recv(t, done, "the reply")
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != tc.path {
+				t.Fatalf("status %d path %q, want %q: %.300s", r.Status, r.Header.Get("X-Hopgate-Path"), tc.path, r.Body)
 			}
-			if got := h.attempts("a", tc.fault); got != 1 {
+			if got := h.Attempts("a", tc.fault); got != 1 {
 				t.Fatalf("a saw %d attempts: a channel is never retried after a timeout", got)
 			}
-			if got := h.attempts("b", "m"); got != 1 {
+			if got := h.Attempts("b", "m"); got != 1 {
 				t.Fatalf("b saw %d attempts, want 1", got)
 			}
 		})
@@ -68,13 +71,13 @@ func TestNoSameChannelRetryAfterStallBeforeCommit(t *testing.T) {
 	stall := &roleThenStall{}
 	cfg := strings.Replace(twoChannels("m", "m", "    policy: {stream_gate: {timeout: 8s, on_timeout: failover}}\n"),
 		"api_key_env: CHANNEL_KEY, region: r-a}", "api_key_env: CHANNEL_KEY, region: r-a, retries: 1}", 1)
-	h := newHarnessWith(t, harnessOptions{custom: map[string]http.Handler{"a": stall}}, cfg, "b")
-	done := h.async(chat(true))
-	h.waitInGate(1, 1)
-	h.clock.Advance(8 * time.Second)
-	r := recv(t, done, "the reply")
-	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:gate_timeout -> b:ok" {
-		t.Fatalf("status %d path %q: %.300s", r.status, r.header.Get("X-Hopgate-Path"), r.body)
+	h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"a": stall}}, cfg, "b")
+	done := h.Async(chat(true))
+	h.WaitInGate(1, 1)
+	h.Clock.Advance(8 * time.Second)
+	r := testkit.Recv(t, done, "the reply")
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:gate_timeout -> b:ok" {
+		t.Fatalf("status %d path %q: %.300s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 	}
 	if got := stall.n.Load(); got != 1 {
 		t.Fatalf("a saw %d attempts: a channel is never retried after a timeout", got)

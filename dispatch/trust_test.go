@@ -1,12 +1,12 @@
 package dispatch_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // TestTrustInboundTrace: by default a client's traceparent is continued
@@ -21,17 +21,17 @@ func TestTrustInboundTrace(t *testing.T) {
 		if !trust {
 			extra = "telemetry: {trust_inbound_trace: false}\n"
 		}
-		h := newHarness(t, extra+twoChannels("m", "m", ""), "a", "b")
-		r := h.postCtx(t.Context(), chat(false), map[string]string{"Traceparent": tp})
-		id := r.header.Get("X-Request-Id")
-		if r.status != 200 || len(id) != 32 {
-			t.Fatalf("trust=%v: status %d request id %q", trust, r.status, id)
+		h := gwtest.New(t, extra+twoChannels("m", "m", ""), "a", "b")
+		r := h.PostCtx(t.Context(), chat(false), map[string]string{"Traceparent": tp})
+		id := r.Header.Get("X-Request-Id")
+		if r.Status != 200 || len(id) != 32 {
+			t.Fatalf("trust=%v: status %d request id %q", trust, r.Status, id)
 		}
 		if trust != (id == clientTrace) {
 			t.Fatalf("trust=%v: request id %q, client's trace %s", trust, id, clientTrace)
 		}
 		var root bool
-		for _, s := range h.serverSpanOf(id) {
+		for _, s := range serverSpanOf(h, id) {
 			root = true
 			linked := len(s.Links) == 1 && s.Links[0].SpanContext.TraceID().String() == clientTrace
 			if !trust && !linked {
@@ -44,7 +44,7 @@ func TestTrustInboundTrace(t *testing.T) {
 		if !root {
 			t.Fatalf("trust=%v: no server span", trust)
 		}
-		for _, req := range h.ups["a"].Log() {
+		for _, req := range h.Ups["a"].Log() {
 			if got := req.Header.Get("Traceparent"); len(got) < 35 || got[3:35] != id {
 				t.Fatalf("trust=%v: upstream traceparent %q, want the request's trace %s", trust, got, id)
 			}
@@ -54,21 +54,12 @@ func TestTrustInboundTrace(t *testing.T) {
 
 // serverSpanOf waits for the SERVER span of trace id (it ends after the
 // handler returns, which the client can beat) and returns it.
-func (h *harness) serverSpanOf(id string) tracetest.SpanStubs {
-	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if err := h.tel.TracerProvider.ForceFlush(context.Background()); err != nil {
-			h.t.Fatal(err)
+func serverSpanOf(h *gwtest.Gateway, id string) tracetest.SpanStubs {
+	var out tracetest.SpanStubs
+	for _, s := range h.Trace(id) {
+		if s.SpanKind == trace.SpanKindServer {
+			out = append(out, s)
 		}
-		for _, s := range h.spans.GetSpans() {
-			if s.SpanContext.TraceID().String() == id && s.SpanKind == trace.SpanKindServer {
-				return tracetest.SpanStubs{s}
-			}
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("no server span of trace %s", id)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
 	}
+	return out
 }

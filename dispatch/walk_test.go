@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -18,53 +20,53 @@ import (
 // attempts, then nothing for the cooldown, then one trial; once it
 // recovers, one successful trial brings traffic back.
 func TestPersistent503(t *testing.T) {
-	h := newHarness(t, twoChannels("m", "m", ""), "a", "b")
-	if err := h.ups["a"].SetFault("m", "503"); err != nil {
+	h := gwtest.New(t, twoChannels("m", "m", ""), "a", "b")
+	if err := h.Ups["a"].SetFault("m", "503"); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 6; i++ {
-		r := h.post(chat(false))
-		if r.status != 200 {
-			t.Fatalf("request %d: status %d %s", i, r.status, r.body)
+		r := h.Post(chat(false))
+		if r.Status != 200 {
+			t.Fatalf("request %d: status %d %s", i, r.Status, r.Body)
 		}
-		if got := r.header.Get("X-Hopgate-Model"); got != "m" {
+		if got := r.Header.Get("X-Hopgate-Model"); got != "m" {
 			t.Fatalf("X-Hopgate-Model = %q", got)
 		}
 	}
-	if got := h.attempts("a", "m"); got != 3 {
+	if got := h.Attempts("a", "m"); got != 3 {
 		t.Fatalf("failing channel saw %d attempts, want exactly 3 before opening", got)
 	}
-	r := h.post(chat(false))
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" {
+	r := h.Post(chat(false))
+	if p := r.Header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" {
 		t.Fatalf("path while open = %q", p)
 	}
-	if r.header.Get("X-Hopgate-Attempts") != "1" {
-		t.Fatalf("a skip must cost no upstream attempt; attempts=%s", r.header.Get("X-Hopgate-Attempts"))
+	if r.Header.Get("X-Hopgate-Attempts") != "1" {
+		t.Fatalf("a skip must cost no upstream attempt; attempts=%s", r.Header.Get("X-Hopgate-Attempts"))
 	}
 
 	// Cooldown over: exactly one trial, which fails and re-opens.
-	h.clock.Advance(60 * time.Second)
+	h.Clock.Advance(60 * time.Second)
 	for i := 0; i < 3; i++ {
-		if r := h.post(chat(false)); r.status != 200 {
-			t.Fatalf("status %d", r.status)
+		if r := h.Post(chat(false)); r.Status != 200 {
+			t.Fatalf("status %d", r.Status)
 		}
 	}
-	if got := h.attempts("a", "m"); got != 4 {
+	if got := h.Attempts("a", "m"); got != 4 {
 		t.Fatalf("after cooldown the channel saw %d attempts, want 4 (one trial)", got)
 	}
 
 	// The channel recovers; after the next cooldown one trial closes it.
-	if err := h.ups["a"].SetFault("m", ""); err != nil {
+	if err := h.Ups["a"].SetFault("m", ""); err != nil {
 		t.Fatal(err)
 	}
-	h.clock.Advance(60 * time.Second)
+	h.Clock.Advance(60 * time.Second)
 	for i := 0; i < 3; i++ {
-		r := h.post(chat(false))
-		if p := r.header.Get("X-Hopgate-Path"); p != "a:ok" {
+		r := h.Post(chat(false))
+		if p := r.Header.Get("X-Hopgate-Path"); p != "a:ok" {
 			t.Fatalf("request %d after recovery: path %q, want a:ok", i, p)
 		}
 	}
-	if got := h.ups["b"].Attempts("m"); got != 10 {
+	if got := h.Ups["b"].Attempts("m"); got != 10 {
 		t.Fatalf("fallback channel served %d, want 10", got)
 	}
 }
@@ -73,19 +75,19 @@ func TestPersistent503(t *testing.T) {
 // requests (one every 5 s): every request is answered, and the cheapest
 // channel carries traffic again within one cooldown of recovering.
 func TestFlappingChannel(t *testing.T) {
-	h := newHarness(t, twoChannels("m|flap=45s", "m", ""), "a", "b")
+	h := gwtest.New(t, twoChannels("m|flap=45s", "m", ""), "a", "b")
 	recoveredAt := 45 * time.Second
 	var backOnA time.Duration = -1
 	for elapsed := time.Duration(0); elapsed <= 3*time.Minute; elapsed += 5 * time.Second {
-		r := h.post(chat(false))
-		if r.status != 200 {
-			t.Fatalf("t=%v: status %d %s", elapsed, r.status, r.body)
+		r := h.Post(chat(false))
+		if r.Status != 200 {
+			t.Fatalf("t=%v: status %d %s", elapsed, r.Status, r.Body)
 		}
-		if strings.HasSuffix(r.header.Get("X-Hopgate-Path"), "a:ok") && elapsed >= recoveredAt && backOnA < 0 {
+		if strings.HasSuffix(r.Header.Get("X-Hopgate-Path"), "a:ok") && elapsed >= recoveredAt && backOnA < 0 {
 			backOnA = elapsed
 		}
-		h.clock.Advance(5 * time.Second)
-		h.upClock.Advance(5 * time.Second)
+		h.Clock.Advance(5 * time.Second)
+		h.UpClock.Advance(5 * time.Second)
 	}
 	if backOnA < 0 || backOnA-recoveredAt > 60*time.Second+5*time.Second {
 		t.Fatalf("cheapest channel back at %v, recovered at %v: want within one cooldown", backOnA, recoveredAt)
@@ -97,24 +99,24 @@ func TestFlappingChannel(t *testing.T) {
 func TestFinalErrorsComeBackAtOnce(t *testing.T) {
 	for _, fault := range []string{"m|400", "m|content-filter", "m|422", "m|context-length"} {
 		t.Run(fault, func(t *testing.T) {
-			h := newHarness(t, twoChannels(fault, "m", ""), "a", "b")
+			h := gwtest.New(t, twoChannels(fault, "m", ""), "a", "b")
 			for i := 0; i < 5; i++ {
-				r := h.post(chat(false))
+				r := h.Post(chat(false))
 				want := 400
 				if fault == "m|422" {
 					want = 422
 				}
-				if r.status != want {
-					t.Fatalf("status %d, want %d: %s", r.status, want, r.body)
+				if r.Status != want {
+					t.Fatalf("status %d, want %d: %s", r.Status, want, r.Body)
 				}
-				if !strings.Contains(r.body, `"error"`) {
-					t.Fatalf("upstream body not passed through: %s", r.body)
+				if !strings.Contains(r.Body, `"error"`) {
+					t.Fatalf("upstream body not passed through: %s", r.Body)
 				}
 			}
-			if got := h.attempts("a", fault); got != 5 {
+			if got := h.Attempts("a", fault); got != 5 {
 				t.Fatalf("a saw %d attempts, want 5 (one per request, breaker untouched)", got)
 			}
-			if got := h.attempts("b", "m"); got != 0 {
+			if got := h.Attempts("b", "m"); got != 0 {
 				t.Fatalf("b saw %d attempts, want 0", got)
 			}
 		})
@@ -126,15 +128,15 @@ func TestFinalErrorsComeBackAtOnce(t *testing.T) {
 func TestRetryableFailuresMoveOn(t *testing.T) {
 	for _, fault := range []string{"m|reset", "m|401", "m|402", "m|403", "m|429", "m|500", "m|502", "m|504", "m|529", "m|error-body", "m|bad-json", "m|short-body", "m|redirect"} {
 		t.Run(fault, func(t *testing.T) {
-			h := newHarness(t, twoChannels(fault, "m", ""), "a", "b")
+			h := gwtest.New(t, twoChannels(fault, "m", ""), "a", "b")
 			for i := 0; i < 4; i++ {
-				r := h.post(chat(false))
-				if r.status != 200 || !strings.Contains(r.body, upstream.Answer(upstream.DefaultTokens)) {
-					t.Fatalf("request %d: %d %s", i, r.status, r.body)
+				r := h.Post(chat(false))
+				if r.Status != 200 || !strings.Contains(r.Body, upstream.Answer(upstream.DefaultTokens)) {
+					t.Fatalf("request %d: %d %s", i, r.Status, r.Body)
 				}
 			}
 			// Three failures open the breaker: the fourth request skipped a.
-			if got := h.attempts("a", fault); got != 3 {
+			if got := h.Attempts("a", fault); got != 3 {
 				t.Fatalf("a saw %d attempts, want 3", got)
 			}
 		})
@@ -144,18 +146,18 @@ func TestRetryableFailuresMoveOn(t *testing.T) {
 // TestRetryAfterKeepsChannelOut: a 429 with Retry-After keeps the channel
 // out of chains for that long even below the failure threshold.
 func TestRetryAfterKeepsChannelOut(t *testing.T) {
-	h := newHarness(t, twoChannels("m|429:ra=7-once", "m", ""), "a", "b")
-	r := h.post(chat(false))
-	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:429 -> b:ok" {
-		t.Fatalf("first: %d %q", r.status, r.header.Get("X-Hopgate-Path"))
+	h := gwtest.New(t, twoChannels("m|429:ra=7-once", "m", ""), "a", "b")
+	r := h.Post(chat(false))
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:429 -> b:ok" {
+		t.Fatalf("first: %d %q", r.Status, r.Header.Get("X-Hopgate-Path"))
 	}
-	r = h.post(chat(false))
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" {
+	r = h.Post(chat(false))
+	if p := r.Header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" {
 		t.Fatalf("within Retry-After: path %q, want a skipped", p)
 	}
-	h.clock.Advance(7 * time.Second)
-	r = h.post(chat(false))
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:ok" {
+	h.Clock.Advance(7 * time.Second)
+	r = h.Post(chat(false))
+	if p := r.Header.Get("X-Hopgate-Path"); p != "a:ok" {
 		t.Fatalf("after Retry-After: path %q, want a:ok", p)
 	}
 }
@@ -163,50 +165,50 @@ func TestRetryAfterKeepsChannelOut(t *testing.T) {
 // TestExhaustion: when every channel fails the client gets the documented
 // code; a status shared by every hop is passed on (429 everywhere → 429).
 func TestExhaustion(t *testing.T) {
-	h := newHarness(t, twoChannels("m|503", "m|500", ""), "a", "b")
-	r := h.post(chat(false))
-	if r.status != 502 || !strings.Contains(r.body, `"all_channels_failed"`) {
-		t.Fatalf("mixed failures: %d %s", r.status, r.body)
+	h := gwtest.New(t, twoChannels("m|503", "m|500", ""), "a", "b")
+	r := h.Post(chat(false))
+	if r.Status != 502 || !strings.Contains(r.Body, `"all_channels_failed"`) {
+		t.Fatalf("mixed failures: %d %s", r.Status, r.Body)
 	}
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:503 -> b:500" {
+	if p := r.Header.Get("X-Hopgate-Path"); p != "a:503 -> b:500" {
 		t.Fatalf("path %q", p)
 	}
-	h2 := newHarness(t, twoChannels("m|429", "m|429", ""), "a", "b")
-	r = h2.post(chat(false))
-	if r.status != 429 || !strings.Contains(r.body, `"all_channels_failed"`) {
-		t.Fatalf("shared 429: %d %s", r.status, r.body)
+	h2 := gwtest.New(t, twoChannels("m|429", "m|429", ""), "a", "b")
+	r = h2.Post(chat(false))
+	if r.Status != 429 || !strings.Contains(r.Body, `"all_channels_failed"`) {
+		t.Fatalf("shared 429: %d %s", r.Status, r.Body)
 	}
 	var e struct {
 		Error     struct{ Code, Type, Message string }
 		RequestID string `json:"request_id"`
 	}
-	if err := json.Unmarshal([]byte(r.body), &e); err != nil || e.RequestID == "" || e.RequestID != r.header.Get("X-Request-Id") {
-		t.Fatalf("error shape / request id: %v %s", err, r.body)
+	if err := json.Unmarshal([]byte(r.Body), &e); err != nil || e.RequestID == "" || e.RequestID != r.Header.Get("X-Request-Id") {
+		t.Fatalf("error shape / request id: %v %s", err, r.Body)
 	}
 }
 
 // TestFullyOpenChainStillTries: when every channel is open the request
 // still tries the one whose cooldown ends first, and says so.
 func TestFullyOpenChainStillTries(t *testing.T) {
-	h := newHarness(t, twoChannels("m", "m", ""), "a", "b")
+	h := gwtest.New(t, twoChannels("m", "m", ""), "a", "b")
 	for _, id := range []string{"a", "b"} {
-		if err := h.ups[id].SetFault("m", "503"); err != nil {
+		if err := h.Ups[id].SetFault("m", "503"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := 0; i < 3; i++ {
-		h.post(chat(false))
-		h.clock.Advance(time.Second)
+		h.Post(chat(false))
+		h.Clock.Advance(time.Second)
 	}
 	// Both open now; a opened first, so its cooldown ends first.
-	if err := h.ups["a"].SetFault("m", ""); err != nil {
+	if err := h.Ups["a"].SetFault("m", ""); err != nil {
 		t.Fatal(err)
 	}
-	r := h.post(chat(false))
-	if r.status != 200 {
-		t.Fatalf("fully open chain: %d %s", r.status, r.body)
+	r := h.Post(chat(false))
+	if r.Status != 200 {
+		t.Fatalf("fully open chain: %d %s", r.Status, r.Body)
 	}
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:open -> b:open -> a:forced -> a:ok" {
+	if p := r.Header.Get("X-Hopgate-Path"); p != "a:open -> b:open -> a:forced -> a:ok" {
 		t.Fatalf("path %q", p)
 	}
 }
@@ -214,59 +216,29 @@ func TestFullyOpenChainStillTries(t *testing.T) {
 // TestClientCancelDoesNotCount: a client that leaves while the upstream is
 // working cancels the upstream call and never counts as a breaker failure.
 func TestClientCancelDoesNotCount(t *testing.T) {
-	h := newHarness(t, twoChannels("m|no-headers", "m", ""), "a", "b")
+	h := gwtest.New(t, twoChannels("m|no-headers", "m", ""), "a", "b")
 	for i := 0; i < 4; i++ {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.gw.URL+"/v1/chat/completions", strings.NewReader(chat(false)))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.URL+"/v1/chat/completions", strings.NewReader(chat(false)))
 			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
 				resp.Body.Close()
 			}
 		}()
-		h.waitAttempts("a", "m|no-headers", i+1) // the upstream holds the request
+		h.WaitAttempts("a", "m|no-headers", i+1) // the upstream holds the request
 		cancel()
-		recv(t, done, "the request's end")
-		h.waitNoTimers()
+		testkit.Recv(t, done, "the request's end")
+		h.WaitNoTimers()
 	}
-	if got := h.attempts("a", "m|no-headers"); got != 4 {
+	if got := h.Attempts("a", "m|no-headers"); got != 4 {
 		t.Fatalf("a saw %d attempts, want 4 (cancellations never open the breaker)", got)
 	}
-	if got := h.attempts("b", "m"); got != 0 {
+	if got := h.Attempts("b", "m"); got != 0 {
 		t.Fatalf("b saw %d attempts: a cancelled request must not fail over", got)
 	}
-}
-
-// waitAttempts waits until a provider has received n requests for model.
-func (h *harness) waitAttempts(channel, model string, n int) {
-	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.attempts(channel, model) < n {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s never saw %d requests for %s", channel, n, model)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
-	}
-}
-
-// waitNoTimers waits until the gateway finished the request (its timers stopped).
-func (h *harness) waitNoTimers() {
-	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.engineBusy() {
-		if time.Now().After(deadline) {
-			h.t.Fatal("gateway still busy")
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
-	}
-}
-
-func (h *harness) engineBusy() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-	defer cancel()
-	return h.clock.BlockUntilContext(ctx, 1) == nil
 }
 
 // TestHeaderTimeoutFailsOver: an upstream that never sends headers costs
@@ -275,35 +247,35 @@ func (h *harness) engineBusy() bool {
 func TestHeaderTimeoutFailsOver(t *testing.T) {
 	cfg := strings.Replace(twoChannels("m|no-headers", "m", "    policy: {header_timeout: 10s}\n"),
 		"api_key_env: CHANNEL_KEY, region: r-a}", "api_key_env: CHANNEL_KEY, region: r-a, retries: 2}", 1)
-	h := newHarness(t, cfg, "a", "b")
-	done := h.async(chat(true))
-	h.waitAttempts("a", "m|no-headers", 1)
-	h.waitTimers(1)
-	h.clock.Advance(9 * time.Second)
+	h := gwtest.New(t, cfg, "a", "b")
+	done := h.Async(chat(true))
+	h.WaitAttempts("a", "m|no-headers", 1)
+	h.WaitTimers(1)
+	h.Clock.Advance(9 * time.Second)
 	select {
 	case r := <-done:
-		t.Fatalf("answered before the header timeout: %d %q", r.status, r.header.Get("X-Hopgate-Path"))
+		t.Fatalf("answered before the header timeout: %d %q", r.Status, r.Header.Get("X-Hopgate-Path"))
 	default:
 	}
-	h.clock.Advance(time.Second)
-	r := recv(t, done, "the reply")
-	if r.status != 200 || r.header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" {
-		t.Fatalf("status %d path %q", r.status, r.header.Get("X-Hopgate-Path"))
+	h.Clock.Advance(time.Second)
+	r := testkit.Recv(t, done, "the reply")
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:header_timeout -> b:ok" {
+		t.Fatalf("status %d path %q", r.Status, r.Header.Get("X-Hopgate-Path"))
 	}
-	if got := streamText(r.body); got != upstream.Answer(upstream.DefaultTokens) {
+	if got := gwtest.StreamText(r.Body); got != upstream.Answer(upstream.DefaultTokens) {
 		t.Fatalf("answer %q", got)
 	}
-	if got := h.attempts("a", "m|no-headers"); got != 1 {
+	if got := h.Attempts("a", "m|no-headers"); got != 1 {
 		t.Fatalf("a saw %d attempts: no same-channel retry after a header timeout", got)
 	}
-	h.wantArmed(10*time.Second, 30*time.Second) // the header timeout (a, b); b's gate
+	h.WantArmed(10*time.Second, 30*time.Second) // the header timeout (a, b); b's gate
 }
 
 // TestOpenChainWithFallbackSendsNothing: while an opt-in fallback model can
 // answer, an open channel gets no forced trial (the breaker sheds load), and
 // the answer names the model that served it.
 func TestOpenChainWithFallbackSendsNothing(t *testing.T) {
-	h := newHarness(t, `
+	h := gwtest.New(t, `
 auth: {mode: none}
 channels:
   - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
@@ -318,18 +290,18 @@ models:
       - {channel: b, upstream_model: m2, price: {input: 1, output: 1}}
 `, "a", "b")
 	for i := 0; i < 3; i++ {
-		if r := h.post(chat(false)); r.status != 200 || r.header.Get("X-Hopgate-Model") != "m2" {
-			t.Fatalf("request %d: %d model %q", i, r.status, r.header.Get("X-Hopgate-Model"))
+		if r := h.Post(chat(false)); r.Status != 200 || r.Header.Get("X-Hopgate-Model") != "m2" {
+			t.Fatalf("request %d: %d model %q", i, r.Status, r.Header.Get("X-Hopgate-Model"))
 		}
 	}
-	r := h.post(chat(false))
-	if p := r.header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" || r.header.Get("X-Hopgate-Attempts") != "1" {
-		t.Fatalf("path %q attempts %s: an open channel must get nothing while a fallback answers", p, r.header.Get("X-Hopgate-Attempts"))
+	r := h.Post(chat(false))
+	if p := r.Header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" || r.Header.Get("X-Hopgate-Attempts") != "1" {
+		t.Fatalf("path %q attempts %s: an open channel must get nothing while a fallback answers", p, r.Header.Get("X-Hopgate-Attempts"))
 	}
-	if r.header.Get("X-Hopgate-Model") != "m2" || !strings.Contains(r.body, `"model":"m2"`) {
-		t.Fatalf("served model not visible: %q %s", r.header.Get("X-Hopgate-Model"), r.body)
+	if r.Header.Get("X-Hopgate-Model") != "m2" || !strings.Contains(r.Body, `"model":"m2"`) {
+		t.Fatalf("served model not visible: %q %s", r.Header.Get("X-Hopgate-Model"), r.Body)
 	}
-	if got := h.attempts("a", "m|503"); got != 3 {
+	if got := h.Attempts("a", "m|503"); got != 3 {
 		t.Fatalf("open channel saw %d attempts, want 3", got)
 	}
 }
@@ -338,10 +310,10 @@ models:
 // Retry-After, the client gets the shared 429 with the soonest Retry-After,
 // so an SDK that honours it waits as long as the providers asked.
 func TestExhaustionPassesRetryAfter(t *testing.T) {
-	h := newHarness(t, twoChannels("m|429:ra=9", "m|429:ra=7", ""), "a", "b")
-	r := h.post(chat(false))
-	if r.status != 429 || r.header.Get("Retry-After") != "7" {
-		t.Fatalf("status %d Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+	h := gwtest.New(t, twoChannels("m|429:ra=9", "m|429:ra=7", ""), "a", "b")
+	r := h.Post(chat(false))
+	if r.Status != 429 || r.Header.Get("Retry-After") != "7" {
+		t.Fatalf("status %d Retry-After %q: %s", r.Status, r.Header.Get("Retry-After"), r.Body)
 	}
 }
 
@@ -349,12 +321,12 @@ func TestExhaustionPassesRetryAfter(t *testing.T) {
 // against a provider — the failed hop with error.type, the serving hop
 // without — so GenAI error rates per provider are not zero during an incident.
 func TestGenAIMetricsPerHop(t *testing.T) {
-	h := newHarness(t, twoChannels("m|503", "m", ""), "a", "b")
-	if r := h.post(chat(false)); r.status != 200 {
-		t.Fatalf("status %d", r.status)
+	h := gwtest.New(t, twoChannels("m|503", "m", ""), "a", "b")
+	if r := h.Post(chat(false)); r.Status != 200 {
+		t.Fatalf("status %d", r.Status)
 	}
 	rec := httptest.NewRecorder()
-	h.tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	h.Tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	var failed, served bool
 	for _, line := range strings.Split(rec.Body.String(), "\n") {
 		if !strings.HasPrefix(line, telemetry.PromGenAIDuration+"_count{") {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // countingConn counts the writes made on an upstream connection.
@@ -28,13 +30,13 @@ func (c countingConn) Write(p []byte) (int, error) {
 // packet on every hop. A large body takes several writes whatever its type;
 // it is sent too, so the counter is seen to count.
 func TestSmallRequestOneWrite(t *testing.T) {
-	h := newHarness(t, twoChannels("m", "m", ""), "a", "b")
+	h := gwtest.New(t, twoChannels("m", "m", ""), "a", "b")
 	var (
 		mu     sync.Mutex
 		writes int
 	)
-	dial := h.transport.DialContext
-	h.transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := h.Transport.DialContext
+	h.Transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -54,8 +56,8 @@ func TestSmallRequestOneWrite(t *testing.T) {
 			writes = 0
 			mu.Unlock()
 			body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", tc.prompt) + `"}]}`
-			if r := h.post(body); r.status != 200 {
-				t.Fatalf("status %d: %s", r.status, r.body)
+			if r := h.Post(body); r.Status != 200 {
+				t.Fatalf("status %d: %s", r.Status, r.Body)
 			}
 			mu.Lock()
 			n := writes

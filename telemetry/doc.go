@@ -4,8 +4,12 @@
 // DESIGN.md §5 (names.go — a contract), the Prometheus metrics served at
 // /metrics (with trace exemplars), the failover-aware tail sampler that keeps
 // every trace of a request that skipped, retried, failed over, timed out or
-// errored, the in-memory failover log behind /admin/failovers, and the JSON
-// logger that stamps trace_id on every line.
+// errored, the in-memory failover log behind /admin/failovers, the trace
+// ring of the traces that sampler keeps for a reason (tracering.go: compact
+// copies, bounded in count and bytes, behind /admin/traces, fed with or
+// without an exporter), the per-channel rolling error rates of the on-call
+// page (errorrate.go), and the JSON logger that stamps trace_id on every
+// line.
 //
 // It must not know how breakers, chains or gates work beyond their names:
 // callers report what happened, this package records it. It never records

@@ -58,6 +58,8 @@ type Metrics struct {
 	wallet             walletInstruments // wallet.go
 
 	breakers atomic.Pointer[func() []BreakerObservation]
+	overload overloadMetrics
+	rates    *ErrorRates // the on-call page's per-channel error rate
 
 	// attrs caches the measurement option of each label tuple of the
 	// per-request instruments (hop, request, gate, cost, GenAI): building an
@@ -171,6 +173,7 @@ func NewMetrics(mp metric.MeterProvider, region string) (*Metrics, error) {
 		metric.WithDescription("Breaker state per channel: 0 closed, 1 half-open, 2 open."),
 		metric.WithInt64Callback(m.observeBreakers))
 	errs = append(errs, err)
+	errs = append(errs, m.initOverload(meter))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -241,6 +244,7 @@ func (m *Metrics) Hop(ctx context.Context, channel, channelRegion, model, operat
 	})
 	m.hops.Add(ctx, 1, attrs.add...)
 	m.hopDuration.Record(ctx, d.Seconds(), attrs.rec...)
+	m.rates.observe(channel, outcome)
 }
 
 // Request counts one client request by its final outcome.

@@ -56,6 +56,11 @@ const (
 	AttrContinuationMode = "hopgate.resume.mode"
 	AttrResumeDelivered  = "hopgate.resume.delivered_bytes"
 	AttrBackoffMillis    = "hopgate.backoff_ms"
+	// AttrTranslationDropped lists the request fields a cross-family hop
+	// could not express (JSON paths), AttrBetaDropped the anthropic-beta
+	// values a cloud's allow-list refused (DESIGN.md §8).
+	AttrTranslationDropped = "hopgate.translation.dropped"
+	AttrBetaDropped        = "hopgate.anthropic_beta.dropped"
 	// AttrTimedOut marks a root span whose request met a timer that did not
 	// fail it (the stream gate committing on timeout): such a trace is kept
 	// like a failover, since "slow" is what on-call looks for.

@@ -155,6 +155,9 @@ type failoverProcessor struct {
 	erroredNext int
 
 	counts sampleCounters
+
+	// ring receives the interesting traces (tracering.go); nil: none.
+	ring *TraceRing
 }
 
 var _ sdktrace.SpanProcessor = (*failoverProcessor)(nil)
@@ -204,6 +207,8 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 		forward []sdktrace.ReadOnlySpan // spans of swept or overflowing traces (rare)
 		kept    *pendingTrace           // a kept root's buffered spans
 		self    bool                    // s goes on too
+		ringIt  bool                    // the trace goes into the ring
+		late    bool                    // s is a late span of a kept trace
 	)
 	p.mu.Lock()
 	forward = p.sweepLocked(forward)
@@ -220,8 +225,10 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 		case passthrough:
 		case Interesting(s, anyErr):
 			p.counts.interesting.Add(1)
+			ringIt = true
 		case keepHealthy(p.healthy, id):
 			p.counts.healthyKept.Add(1)
+			ringIt = p.ring.keepsHealthy()
 		default:
 			p.counts.healthyDropped.Add(1)
 			keep = false
@@ -234,7 +241,7 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 			recycle(t)
 		}
 	case t == nil && p.decided[id]:
-		self = true // late span of a kept trace
+		self, late = true, true // late span of a kept trace
 	case t == nil && hasKey(p.decided, id):
 		// late span of a dropped trace
 	case t == nil && (len(p.traces) >= p.maxTraces || p.buffered >= p.maxSpansTotal):
@@ -269,6 +276,15 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	for _, f := range forward {
 		p.next.OnEnd(f)
 	}
+	if ringIt {
+		var spans []sdktrace.ReadOnlySpan
+		if kept != nil {
+			spans = kept.spans
+		}
+		p.ring.add(spans, s)
+	} else if late {
+		p.ring.addLate(s)
+	}
 	if kept != nil {
 		for _, f := range kept.spans {
 			p.next.OnEnd(f)
@@ -295,11 +311,13 @@ func (p *failoverProcessor) keepAll(s sdktrace.ReadOnlySpan, id trace.TraceID, i
 			}
 			p.mu.Unlock()
 		}
-		if Interesting(s, anyErr) {
+		interesting := Interesting(s, anyErr)
+		if interesting {
 			p.counts.interesting.Add(1)
 		} else {
 			p.counts.healthyKept.Add(1)
 		}
+		p.ring.finish(s, interesting || p.ring.keepsHealthy())
 	case isErr:
 		p.mu.Lock()
 		if _, ok := p.errored[id]; !ok {
@@ -314,6 +332,9 @@ func (p *failoverProcessor) keepAll(s sdktrace.ReadOnlySpan, id trace.TraceID, i
 			p.nErrored.Store(int64(len(p.errored)))
 		}
 		p.mu.Unlock()
+	}
+	if !isRoot {
+		p.ring.collect(id, s)
 	}
 	p.next.OnEnd(s)
 }

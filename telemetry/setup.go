@@ -46,8 +46,13 @@ type Options struct {
 	// Clock ages the traces the tail sampler holds (a trace whose root never
 	// ends locally is exported after 15 minutes) and times the OTLP/HTTP
 	// exporter's retries; nil means the real clock.
-	// gateway.Start passes the engine's clock.
+	// gateway.Start passes the engine's clock. It also dates the
+	// per-channel error rates of the on-call page.
 	Clock clockwork.Clock
+	// TraceRing bounds the in-memory ring of interesting traces that
+	// /admin/traces shows (zero: DefaultTraceRingTraces and
+	// DefaultTraceRingBytes). The ring is fed with or without an exporter.
+	TraceRing TraceRingOptions
 }
 
 // Telemetry is the process's OpenTelemetry wiring. Setup does not install
@@ -61,6 +66,11 @@ type Telemetry struct {
 	Failovers      *FailoverLog
 	Registry       *prometheus.Registry          // what /metrics serves
 	Propagator     propagation.TextMapPropagator // W3C tracecontext + baggage
+	// Traces holds the last interesting traces for /admin/traces; with
+	// Noop it stays empty. ErrorRates counts hops per channel for the
+	// on-call page's rolling 60 s error rate (pages.go).
+	Traces     *TraceRing
+	ErrorRates *ErrorRates
 
 	sampler *failoverProcessor // nil without an exporter
 }
@@ -113,6 +123,11 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 		fp = newFailoverProcessor(sdktrace.NewBatchSpanProcessor(exp), ratio, o.Clock)
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(fp))
 	}
+	ringFP := fp
+	if fp == nil && kind != exporterDisabled {
+		ringFP = ringOnlyProcessor(o.Clock, ratio, o.TraceRing) // no backend: the ring still fills
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(ringFP))
+	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 
 	t, err := newTelemetry(tp, res, o.Region, o.FailoverLogSize, healthyExemplarFilter(ratio))
@@ -120,6 +135,7 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 		return nil, errors.Join(err, tp.Shutdown(ctx))
 	}
 	t.sampler = fp
+	t.attachPages(ringFP, o)
 	if fp != nil {
 		if err := t.observeSampler(fp); err != nil {
 			return nil, errors.Join(err, t.Shutdown(ctx))
@@ -138,6 +154,7 @@ func Noop() *Telemetry {
 		// Only reachable through a programming error in NewMetrics.
 		panic(fmt.Sprintf("telemetry.Noop: %v", err))
 	}
+	t.attachPages(nil, Options{})
 	return t
 }
 

@@ -362,6 +362,19 @@ func (g GateSpan) Decided(decision string, frames, bytes int) {
 	g.span.End()
 }
 
+// Dropped records what a cross-family hop left out of the request: fields
+// the target family cannot express, betas its allow-list refused.
+func (h HopSpan) Dropped(fields, betas []string) {
+	switch {
+	case len(fields) > 0 && len(betas) > 0:
+		h.span.SetAttributes(attribute.StringSlice(AttrTranslationDropped, fields), attribute.StringSlice(AttrBetaDropped, betas))
+	case len(fields) > 0:
+		h.span.SetAttributes(attribute.StringSlice(AttrTranslationDropped, fields))
+	case len(betas) > 0:
+		h.span.SetAttributes(attribute.StringSlice(AttrBetaDropped, betas))
+	}
+}
+
 // Error records err as an exception event.
 func (h HopSpan) Error(err error) { h.span.RecordError(err) }
 

@@ -151,7 +151,10 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo: config:", err)
 		return 1
 	}
-	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceVersion: version, Region: cfg.Region, HealthyRatio: 1, Getenv: getenv})
+	// The demo's ring keeps healthy traces too, so every step below has a
+	// trace view (production rings keep failovers, errors and timeouts).
+	tel, err := telemetry.Setup(ctx, telemetry.Options{ServiceVersion: version, Region: cfg.Region, HealthyRatio: 1, Getenv: getenv,
+		TraceRing: telemetry.TraceRingOptions{KeepHealthy: true}})
 	if err != nil {
 		fmt.Fprintln(stderr, "demo: telemetry:", err)
 		return 1
@@ -172,7 +175,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		_ = g.Shutdown(context.Background())
 		_ = tel.Shutdown(context.Background())
 	}()
-	base := "http://" + g.Addr()
+	base, adminBase := "http://"+g.Addr(), "http://"+g.AdminAddr()
 	say("hopgate listening on %s (admin %s); request log: %s", base, "http://"+g.AdminAddr(), logFile)
 	say("chain of gpt-4o-mini, cheapest first: cheap-eu (eu-west-1) → mid-us (us-east-1) → premium-eu (eu-west-1)")
 	say("")
@@ -214,24 +217,32 @@ func demo(args []string, stdout, stderr io.Writer) int {
 			say("      expected path: %s (complete answer: %v)", st.want, r.complete)
 		}
 		say("      answer: %q", truncate(r.text, 60))
+		// The trace view first: it needs nothing but the gateway.
+		say("      trace:  %s/admin/traces/%s", adminBase, r.traceID)
 		if jaegerUI != "" {
-			say("      trace: %s/api/traces/%s", jaegerUI, r.traceID)
-		} else {
-			say("      trace id: %s", r.traceID)
+			say("      jaeger: %s/api/traces/%s", jaegerUI, r.traceID)
 		}
 		traceIDs = append(traceIDs, r.traceID)
 	}
 	say("")
 	say("on-call views:")
-	say("  admin page:       http://%s/admin   (breakers, recent failover paths, chains)", g.AdminAddr())
-	say("  failover log:     http://%s/admin/failovers", g.AdminAddr())
-	say("  metrics:          http://%s/metrics", g.AdminAddr())
+	say("  on-call page:     %s/admin   (breaker tiles, error rates, recent failovers with their traces, chains)", adminBase)
+	say("  kept traces:      %s/admin/traces", adminBase)
+	say("  status page:      %s/status   (public: success rate per model and window)", base)
+	say("  failover log:     %s/admin/failovers", adminBase)
+	say("  metrics:          %s/metrics", adminBase)
 	say("  Grafana board:    dashboards/generated/failover.json (import it; see docs/dashboards.md)")
 	if jaegerUI != "" {
 		say("  Jaeger traces:    %s/api/traces?service=hopgate-demo&limit=20", jaegerUI)
 	}
 
 	if *oneshot {
+		if missing := verifyTraceViews(ctx, adminBase, traceIDs); missing > 0 {
+			say("%d trace view(s) did not load from %s/admin/traces/", missing, adminBase)
+			failed += missing
+		} else {
+			say("every /admin/traces link above loads")
+		}
 		if jaegerUI != "" {
 			_ = tel.TracerProvider.ForceFlush(ctx)
 			missing := verifyTraces(ctx, jaegerUI, traceIDs)
@@ -385,6 +396,29 @@ func (j *jaegerProc) stop() {
 		_ = j.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// verifyTraceViews loads every step's trace view from the admin listener;
+// it returns how many did not answer 200 with their trace.
+func verifyTraceViews(ctx context.Context, admin string, ids []string) int {
+	missing := 0
+	for _, id := range ids {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/admin/traces/"+id, nil)
+		if err != nil {
+			return len(ids)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			missing++
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), id) {
+			missing++
+		}
+	}
+	return missing
 }
 
 // verifyTraces fetches every trace from Jaeger's HTTP API; it returns how

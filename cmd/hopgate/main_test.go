@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel"
 
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-
 	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -88,17 +88,17 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin, us, addr, adminAddr, cfgPath := binaryFixture(t)
-	cfg := fmt.Sprintf(`listen: %s
+	bin, fakes, addr, adminAddr, cfgPath := binaryFixture(t)
+	cfg := fakes.Expand(fmt.Sprintf(`listen: %s
 admin_listen: %s
 auth: {mode: none}
 channels:
-  - {id: a, base_url: "%s/v1"}
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
 models:
   - name: m
     chain:
       - {channel: a, upstream_model: "m|tokens=20|frame-delay=50ms", price: {input: 1, output: 1}}
-`, addr, adminAddr, us.URL)
+`, addr, adminAddr))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,8 @@ models:
 	defer collector.Close()
 	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--drain-timeout", "20s")
 	// Export batches every 20 ms, so a refusal happens while serving.
-	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL, "OTEL_BSP_SCHEDULE_DELAY=20")
+	cmd.Env = append(os.Environ(), "CHANNEL_KEY="+fakes.APIKey,
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL, "OTEL_BSP_SCHEDULE_DELAY=20")
 	logs := &testkit.SyncBuffer{} // written by exec's copy goroutine while the test reads
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -185,43 +186,43 @@ func TestOTelErrorsReachTheJSONLog(t *testing.T) {
 }
 
 // binaryFixture builds the real binary into a temp dir and starts a fake
-// provider; it returns the binary, the provider, two free loopback
+// provider "a" on the real clock; it returns the binary, the provider
+// (whose credential the child's CHANNEL_KEY must hold), two free loopback
 // addresses (listen, admin) and where to write the config.
-func binaryFixture(t *testing.T) (bin string, us *httptest.Server, addr, adminAddr, cfgPath string) {
+func binaryFixture(t *testing.T) (bin string, fakes *gwtest.Fakes, addr, adminAddr, cfgPath string) {
 	t.Helper()
 	bin = filepath.Join(t.TempDir(), "hopgate")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	up := upstream.New(upstream.Options{})
-	us = httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); us.Close() })
-	return bin, us, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), filepath.Join(t.TempDir(), "hopgate.yaml")
+	fakes = gwtest.StartFakes(t, gwtest.Options{UpstreamClock: clockwork.NewRealClock()}, "a")
+	return bin, fakes, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), filepath.Join(t.TempDir(), "hopgate.yaml")
 }
+
+// child polls what a child process does, every 20 ms: a real process
+// moves on its own, and polling it faster only costs the machine.
+var child = testkit.Poll{Every: 20 * time.Millisecond}
 
 // waitLog waits until the process has logged want.
 func waitLog(t *testing.T, logs *testkit.SyncBuffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(logs.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never logged %s:\n%s", want, logs.String())
+	child.EventuallyNil(t, func() error {
+		if strings.Contains(logs.String(), want) {
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for time to pass
-	}
+		return fmt.Errorf("logs:\n%s", logs.String())
+	}, "log "+want)
 }
 
+// waitReady waits until url answers 200.
 func waitReady(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+	child.Eventually(t, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for time to pass
-	}
-	t.Fatalf("%s never ready", url)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, url+" ready")
 }

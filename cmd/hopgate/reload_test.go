@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hopgate/hopgate/internal/testkit"
 )
@@ -23,20 +22,21 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin, us, addr, adminAddr, cfgPath := binaryFixture(t)
+	bin, fakes, addr, adminAddr, cfgPath := binaryFixture(t)
 	write := func(models ...string) {
 		t.Helper()
 		var b strings.Builder
-		fmt.Fprintf(&b, "listen: %s\nadmin_listen: %s\nauth: {mode: none}\nchannels:\n  - {id: a, base_url: \"%s/v1\"}\nmodels:\n", addr, adminAddr, us.URL)
+		fmt.Fprintf(&b, "listen: %s\nadmin_listen: %s\nauth: {mode: none}\nchannels:\n  - {id: a, base_url: \"{{url:a}}\", api_key_env: CHANNEL_KEY}\nmodels:\n", addr, adminAddr)
 		for _, m := range models {
 			fmt.Fprintf(&b, "  - {name: %s, chain: [{channel: a, upstream_model: m, price: {input: 1, output: 1}}]}\n", m)
 		}
-		if err := os.WriteFile(cfgPath, []byte(b.String()), 0o600); err != nil {
+		if err := os.WriteFile(cfgPath, []byte(fakes.Expand(b.String())), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	write("m1")
 	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--drain-timeout", "2s")
+	cmd.Env = append(os.Environ(), "CHANNEL_KEY="+fakes.APIKey)
 	logs := &testkit.SyncBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -62,17 +62,17 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 		sort.Strings(ids)
 		return strings.Join(ids, ",")
 	}
-	// eventually polls a condition the child reaches on its own (signal
-	// delivery and reload are asynchronous); it never waits for time to pass.
+	// eventually waits for a condition the child reaches on its own
+	// (signal delivery and reload are asynchronous); it never waits for
+	// time to pass. A failure shows the child's log.
 	eventually := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never happened; logs:\n%s", what, logs.String())
+		child.EventuallyNil(t, func() error {
+			if ok() {
+				return nil
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return fmt.Errorf("logs:\n%s", logs.String())
+		}, what)
 	}
 	if got := models(); got != "m1" {
 		t.Fatalf("models %q", got)

@@ -3,28 +3,16 @@ package admin
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"embed"
 	"encoding/json"
-	"html/template"
 	"net/http"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/telemetry"
 )
-
-//go:embed page.html
-var pageFS embed.FS
-
-// page draws failover paths with arrows ("a:503 → b:ok"); the path itself
-// (JSON, headers, logs, spans) stays ASCII.
-var page = template.Must(template.New("page.html").Funcs(template.FuncMap{
-	"arrows": func(path string) string { return strings.ReplaceAll(path, telemetry.PathArrow, " → ") },
-}).ParseFS(pageFS, "page.html"))
 
 // Server serves the admin listener.
 type Server struct {
@@ -56,7 +44,10 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", s.guard(s.Telemetry.MetricsHandler()))
-	mux.Handle("GET /admin", s.guard(http.HandlerFunc(s.html)))
+	mux.Handle("GET /admin", s.guard(http.HandlerFunc(s.oncallPage)))
+	mux.Handle("GET /admin/{$}", s.guard(http.HandlerFunc(s.oncallPage)))
+	mux.Handle("GET /admin/traces", s.guard(http.HandlerFunc(s.traceListPage)))
+	mux.Handle("GET /admin/traces/{trace_id}", s.guard(http.HandlerFunc(s.tracePage)))
 	mux.Handle("GET /admin/chains", s.guard(http.HandlerFunc(s.chains)))
 	mux.Handle("GET /admin/breakers", s.guard(http.HandlerFunc(s.breakers)))
 	mux.Handle("GET /admin/failovers", s.guard(http.HandlerFunc(s.failovers)))
@@ -148,17 +139,6 @@ func (s *Server) breakers(w http.ResponseWriter, r *http.Request) { writeJSON(w,
 
 func (s *Server) failovers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, s.Telemetry.Failovers.List())
-}
-
-func (s *Server) html(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = page.Execute(w, struct {
-		Now       string
-		Region    string
-		Breakers  []BreakerView
-		Chains    []ChainView
-		Failovers []telemetry.FailoverEntry
-	}{s.Engine.Clock().Now().UTC().Format(time.RFC3339), s.Config().Region, s.breakerViews(), s.chainViews(), s.Telemetry.Failovers.List()})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -103,7 +103,7 @@ func TestViews(t *testing.T) {
 		t.Fatalf("chain order %v", chain)
 	}
 	code, body = get(t, srv.URL+"/admin", "")
-	for _, want := range []string{"a:503 → b:ok", "4bf92f3577b34da6a3ce929d0e0e4736", `class="closed"`, "eu-west-1"} {
+	for _, want := range []string{"a:503 → b:ok", "4bf92f3577b34da6a3ce929d0e0e4736", `class="tile closed"`, "eu-west-1"} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("admin page lacks %q (%d):\n%s", want, code, body)
 		}

@@ -5,17 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch"
-	"github.com/hopgate/hopgate/dispatch/api"
-	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/telemetry"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 const (
@@ -27,18 +22,15 @@ func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToSt
 
 // front starts a fake provider and a gateway with key auth and a small
 // body limit, through real listeners.
-func front(t *testing.T) (gw *httptest.Server, up *upstream.Server) {
+func front(t *testing.T) (gw *gwtest.Gateway, up *upstream.Server) {
 	t.Helper()
-	up = upstream.New(upstream.Options{APIKey: channelKey})
-	us := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); us.Close() })
 	yaml := `
 max_body_bytes: 4096
 auth:
   keys:
     - {id: team-a, sha256: ` + sha(clientKey) + `}
 channels:
-  - {id: a, base_url: "` + us.URL + `/v1", api_key_env: CH_KEY}
+  - {id: a, base_url: "{{url:a}}", api_key_env: CH_KEY}
 models:
   - name: m
     chain:
@@ -52,18 +44,11 @@ models:
     chain:
       - {channel: a, upstream_model: up-all, price: {input: 1, output: 1}}
 `
-	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) { return channelKey, k == "CH_KEY" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	tel := telemetry.Noop()
-	e := dispatch.New(dispatch.Options{Telemetry: tel})
-	gw = httptest.NewServer(api.New(cfg, e, tel, slog.New(slog.DiscardHandler)).Handler())
-	t.Cleanup(gw.Close)
-	return gw, up
+	gw = gwtest.NewWith(t, gwtest.Options{APIKey: channelKey, Env: map[string]string{"CH_KEY": channelKey}}, yaml, "a")
+	return gw, gw.Ups["a"]
 }
 
-func do(t *testing.T, gw *httptest.Server, method, path, key, body string) (*http.Response, map[string]any) {
+func do(t *testing.T, gw *gwtest.Gateway, method, path, key, body string) (*http.Response, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, gw.URL+path, strings.NewReader(body))
 	if key != "" {

@@ -17,7 +17,7 @@ func authenticate(cfg *config.Config, r *http.Request) (id string, ok bool) {
 	if cfg.Auth.Mode == config.AuthNone {
 		return "", true
 	}
-	sum, ok := bearerSum(r)
+	sum, ok := keySum(r)
 	if !ok {
 		return "", false
 	}
@@ -28,14 +28,23 @@ func authenticate(cfg *config.Config, r *http.Request) (id string, ok bool) {
 	return k.ID, true
 }
 
-// bearerSum is the sha256 of the bearer token in Authorization, if any.
-func bearerSum(r *http.Request) ([32]byte, bool) {
+// keySum is the sha256 of the client key the request presents:
+// Authorization: Bearer <key>, or x-api-key when there is no Authorization
+// header (Anthropic's clients send it so).
+func keySum(r *http.Request) ([32]byte, bool) {
+	key := ""
 	h := r.Header.Get("Authorization")
 	const prefix = "bearer "
-	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+	switch {
+	case len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix):
+		key = strings.TrimSpace(h[len(prefix):])
+	case h == "":
+		key = strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	}
+	if key == "" {
 		return [32]byte{}, false
 	}
-	return sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):]))), true
+	return sha256.Sum256([]byte(key)), true
 }
 
 // configKey returns the config key whose hash is sum, comparing with every

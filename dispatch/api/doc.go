@@ -8,5 +8,8 @@
 // request's cost in its tenant's wallet (402 insufficient_balance when it
 // does not fit), then settles or releases it once the engine is done
 // (wallet.go, package wallet). A request that passes is handed to
-// dispatch.Engine; the package never talks to an upstream itself.
+// dispatch.Engine; the package never talks to an upstream itself. The
+// public status page (/status, /status.json; package status) is routed
+// here too (status.go), and each proxied request's outcome is counted for
+// it.
 package api

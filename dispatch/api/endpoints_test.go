@@ -9,16 +9,11 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch"
-	"github.com/hopgate/hopgate/dispatch/api"
-	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/telemetry"
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // upload is a multipart transcription body with the given form fields (in
@@ -35,7 +30,7 @@ func upload(fields ...string) (ct string, body []byte) {
 	return w.FormDataContentType(), buf.Bytes()
 }
 
-func post(t *testing.T, gw *httptest.Server, path, ct string, body []byte) (*http.Response, map[string]any) {
+func post(t *testing.T, gw *gwtest.Gateway, path, ct string, body []byte) (*http.Response, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, gw.URL+path, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+clientKey)
@@ -169,30 +164,21 @@ func (r records) WithGroup(string) slog.Handler                   { return r }
 // body and leaves costs no upstream attempt: bodies are read whole, bounded,
 // before the first hop.
 func TestDisconnectMidUploadCostsNoAttempt(t *testing.T) {
-	up := upstream.New(upstream.Options{})
-	us := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); us.Close() })
-	cfg, err := config.Parse([]byte(`
+	logs := make(records, 16)
+	gw := gwtest.NewWith(t, gwtest.Options{Logger: slog.New(logs)}, `
 auth: {mode: none}
 channels:
-  - {id: a, base_url: "`+us.URL+`/v1"}
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
 models:
   - {name: whisper, operations: [audio_transcriptions, chat], chain: [{channel: a}]}
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	tel := telemetry.Noop()
-	logs := make(records, 16)
-	srv := api.New(cfg, dispatch.New(dispatch.Options{Telemetry: tel}), tel, slog.New(logs))
-	gw := httptest.NewServer(srv.Handler())
-	t.Cleanup(gw.Close)
+`, "a")
+	up := gw.Ups["a"]
 
 	for _, c := range []struct{ path, ct string }{
 		{"/v1/audio/transcriptions", "multipart/form-data; boundary=b0undary"},
 		{"/v1/chat/completions", "application/json"},
 	} {
-		conn, err := net.Dial("tcp", gw.Listener.Addr().String())
+		conn, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,20 +188,16 @@ models:
 		}
 		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: gw\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s", c.path, c.ct, 2*len(half), half)
 		_ = conn.Close()
-		select {
-		case rec := <-logs:
-			code := ""
-			rec.Attrs(func(a slog.Attr) bool {
-				if a.Key == "code" {
-					code = a.Value.String()
-				}
-				return true
-			})
-			if rec.Message != "request" || code != "invalid_request" {
-				t.Fatalf("%s: log %q code %q, want the body read failure", c.path, rec.Message, code)
+		rec := testkit.Recv(t, logs, c.path+": the handler's end")
+		code := ""
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == "code" {
+				code = a.Value.String()
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: the handler never finished", c.path)
+			return true
+		})
+		if rec.Message != "request" || code != "invalid_request" {
+			t.Fatalf("%s: log %q code %q, want the body read failure", c.path, rec.Message, code)
 		}
 	}
 	if n := len(up.Log()); n != 0 {

@@ -34,4 +34,11 @@ var routes = []route{
 	{Pattern: "/v1/images/generations", Operation: config.OpImages, Upstream: "/images/generations"},
 	{Pattern: "/v1/audio/speech", Operation: config.OpAudioSpeech, Upstream: "/audio/speech", Binary: true},
 	{Pattern: "/v1/audio/transcriptions", Operation: config.OpAudioTranscriptions, Upstream: "/audio/transcriptions", Multipart: true},
+	// Anthropic's Messages API (DESIGN.md §8): the same chat models and
+	// chains; an OpenAI-family channel gets the request translated to
+	// /chat/completions. Errors and in-band errors in Anthropic's shape.
+	{Pattern: messagesPath, Operation: config.OpChat, Upstream: "/chat/completions", Events: dispatch.MessagesEvents, Streams: true},
 }
+
+// messagesPath is Anthropic's Messages endpoint.
+const messagesPath = "/v1/messages"

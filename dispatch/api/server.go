@@ -21,6 +21,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/status"
 	"github.com/hopgate/hopgate/dispatch/wallet"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/telemetry"
@@ -32,6 +33,7 @@ type Server struct {
 	engine *dispatch.Engine
 	tel    *telemetry.Telemetry
 	log    *slog.Logger
+	status *status.Service               // status.go; nil: /status answers like an unknown route
 	wallet atomic.Pointer[wallet.Wallet] // nil: nothing is charged (wallet.go)
 }
 
@@ -83,9 +85,11 @@ func (s *Server) Handler() http.Handler {
 		}), name, opts...))
 	}
 	mux.Handle("/v1/models", otelhttp.NewHandler(http.HandlerFunc(s.models), "GET /v1/models", opts...))
-	mux.Handle("/", otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	notFound := otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, apierror.NotFound(r.URL.Path))
-	}), "unknown route", opts...))
+	}), "unknown route", opts...)
+	mux.Handle("/", notFound)
+	s.routeStatus(mux, notFound)
 	return mux
 }
 
@@ -100,7 +104,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 	w.Header().Set("X-Hopgate-Attempts", "0")
 	span := trace.SpanFromContext(r.Context())
 	span.SetAttributes(attribute.String(telemetry.AttrOutcome, "bad_request"), attribute.String(telemetry.AttrErrorCode, e.Code))
-	apierror.Write(w, id, e)
+	if r.URL.Path == messagesPath {
+		apierror.WriteAnthropic(w, id, e) // Anthropic clients read Anthropic's shape
+	} else {
+		apierror.Write(w, id, e)
+	}
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("status", e.Status), slog.String("outcome", "bad_request"), slog.String("code", e.Code))
@@ -134,6 +142,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 	if hold != nil {
 		s.settle(r, hold, res)
 	}
+	s.status.Record(req.Model.Name, res.Outcome)
 	s.logRequest(r, req, res)
 	if res.Aborted {
 		// A binary body was cut after its headers went out: break the
@@ -191,6 +200,17 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) *dispat
 		Tenant:    tenant,
 		Events:    rt.Events,
 		Binary:    rt.Binary,
+	}
+	if rt.Events == dispatch.MessagesEvents {
+		// Passed to Anthropic-family channels (betas filtered for the clouds).
+		req.AnthropicVersion = r.Header.Get("Anthropic-Version")
+		for _, v := range r.Header.Values("Anthropic-Beta") {
+			for _, b := range strings.Split(v, ",") {
+				if b = strings.TrimSpace(b); b != "" {
+					req.AnthropicBeta = append(req.AnthropicBeta, b)
+				}
+			}
+		}
 	}
 	// w is otelhttp's wrapper (proxy runs inside otelhttp.NewHandler):
 	// flushes go to the writer it wraps (see dispatch.Request.Flusher).
@@ -308,6 +328,10 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, aerr)
 		return
 	}
+	if r.Header.Get("Anthropic-Version") != "" {
+		s.anthropicModels(w, r, cfg)
+		return
+	}
 	type model struct {
 		ID         string   `json:"id"`
 		Object     string   `json:"object"`
@@ -346,4 +370,34 @@ func NewHTTPServer(addr string, h http.Handler, errLog *slog.Logger) *http.Serve
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(errLog.Handler(), slog.LevelWarn),
 	}
+}
+
+// anthropicModels answers GET /v1/models in Anthropic's shape for an
+// Anthropic client (it sends anthropic-version): the chat models, which
+// are the ones POST /v1/messages serves.
+func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request, cfg *config.Config) {
+	type model struct {
+		Type        string `json:"type"`
+		ID          string `json:"id"`
+		DisplayName string `json:"display_name"`
+		CreatedAt   string `json:"created_at"`
+	}
+	out := struct {
+		Data    []model `json:"data"`
+		HasMore bool    `json:"has_more"`
+		FirstID *string `json:"first_id"`
+		LastID  *string `json:"last_id"`
+	}{Data: []model{}}
+	for _, m := range cfg.Models {
+		if serves(m, config.OpChat) {
+			out.Data = append(out.Data, model{Type: "model", ID: m.Name, DisplayName: m.Name, CreatedAt: "1970-01-01T00:00:00Z"})
+		}
+	}
+	sort.Slice(out.Data, func(i, j int) bool { return out.Data[i].ID < out.Data[j].ID })
+	if n := len(out.Data); n > 0 {
+		out.FirstID, out.LastID = &out.Data[0].ID, &out.Data[n-1].ID
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Request-Id", dispatch.RequestID(r.Context()))
+	_ = json.NewEncoder(w).Encode(out)
 }

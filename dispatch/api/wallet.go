@@ -36,7 +36,7 @@ func (s *Server) identify(cfg *config.Config, r *http.Request) (tenant string, e
 	if cfg.Auth.Mode == config.AuthNone {
 		return "", nil
 	}
-	if sum, ok := bearerSum(r); ok {
+	if sum, ok := keySum(r); ok {
 		if k := configKey(cfg, sum); k != nil {
 			if k.Tenant == "" {
 				return k.ID, nil // a Config built in code: the key is its tenant
@@ -125,7 +125,11 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, req *dispatch.Re
 	h.Set("X-Hopgate-Attempts", "0")
 	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String(telemetry.AttrOutcome, e.Code),
 		attribute.String(telemetry.AttrErrorCode, e.Code))
-	apierror.Write(w, id, e)
+	if r.URL.Path == messagesPath {
+		apierror.WriteAnthropic(w, id, e) // Anthropic clients read Anthropic's shape
+	} else {
+		apierror.Write(w, id, e)
+	}
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("model", req.Model.Name),
 		slog.Int("status", e.Status), slog.String("outcome", e.Code), slog.String("code", e.Code),

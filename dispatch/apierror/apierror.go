@@ -127,3 +127,69 @@ func EngineOverloaded(msg string, retryAfter time.Duration) *Error {
 func StreamInterrupted(msg string) *Error {
 	return &Error{Status: http.StatusBadGateway, Type: "server_error", Code: CodeStreamInterrupted, Message: msg}
 }
+
+// Anthropic's error types (the "type" of {"type":"error","error":{…}}).
+const (
+	anInvalidRequest = "invalid_request_error"
+	anAuthentication = "authentication_error"
+	anBilling        = "billing_error"
+	anNotFound       = "not_found_error"
+	anTooLarge       = "request_too_large"
+	anRateLimit      = "rate_limit_error"
+	anAPIError       = "api_error"
+	anOverloaded     = "overloaded_error"
+)
+
+// AnthropicType is e's error type in Anthropic's vocabulary: clients of
+// POST /v1/messages (the Anthropic SDKs) switch on it.
+func (e *Error) AnthropicType() string {
+	switch {
+	case e.Status == http.StatusUnauthorized:
+		return anAuthentication
+	case e.Status == http.StatusPaymentRequired:
+		return anBilling
+	case e.Status == http.StatusNotFound:
+		return anNotFound
+	case e.Status == http.StatusRequestEntityTooLarge:
+		return anTooLarge
+	case e.Status == http.StatusTooManyRequests:
+		return anRateLimit
+	case e.Status == http.StatusServiceUnavailable || e.Status == 529:
+		return anOverloaded
+	case e.Status >= 500:
+		return anAPIError
+	}
+	return anInvalidRequest
+}
+
+type anBody struct {
+	Type      string   `json:"type"`
+	Error     anDetail `json:"error"`
+	RequestID string   `json:"request_id,omitempty"`
+}
+
+type anDetail struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// AnthropicJSON renders the error in Anthropic's shape, hopgate's code
+// leading the message (Anthropic's error object has no code field).
+func (e *Error) AnthropicJSON(requestID string) []byte {
+	b, _ := json.Marshal(anBody{Type: "error", Error: anDetail{Type: e.AnthropicType(), Message: e.Code + ": " + e.Message}, RequestID: requestID})
+	return b
+}
+
+// WriteAnthropic sends the error as the whole response in Anthropic's
+// shape (POST /v1/messages), with the same status and Retry-After as Write.
+func WriteAnthropic(w http.ResponseWriter, requestID string, e *Error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	if e.RetryAfter > 0 {
+		secs := int((e.RetryAfter + time.Second - 1) / time.Second)
+		h.Set("Retry-After", strconv.Itoa(secs))
+	}
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(append(e.AnthropicJSON(requestID), '\n'))
+}

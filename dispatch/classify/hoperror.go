@@ -39,6 +39,8 @@ const (
 	KindNotAStream                // a continuation answered without SSE
 	KindDiverged                  // a replayed continuation differs from what was delivered
 	KindStalled                   // a continuation stalled
+	KindCredential                // the channel's credential could not be obtained (token refresh, AWS chain)
+	KindUnsupported               // the request cannot be expressed for this channel's family (a client error)
 	kindCount
 )
 
@@ -69,6 +71,8 @@ var kindLabels = [kindCount]string{
 	KindNotAStream:    "not_a_stream",
 	KindDiverged:      "diverged",
 	KindStalled:       "stalled",
+	KindCredential:    "credential_error",
+	KindUnsupported:   "unsupported_request",
 }
 
 // String is the kind's label.
@@ -135,6 +139,10 @@ func (e *HopError) Class() Class {
 		return Status(e.Status)
 	case KindCanceled:
 		return Canceled
+	case KindUnsupported:
+		// The client's request is wrong for this family (an image URL for
+		// a base64-only cloud): no other channel makes it right.
+		return Final
 	}
 	return Retryable
 }

@@ -26,10 +26,7 @@ func (c *Config) WriteChains(w io.Writer) error {
 	fmt.Fprintf(tw, "channels:\n")
 	fmt.Fprintf(tw, "  ID\tPROVIDER\tREGION\tBASE URL\tCREDENTIAL\tPREFILL\tRETRIES\tBREAKER\n")
 	for _, ch := range c.Channels {
-		cred := "none"
-		if ch.APIKeyEnv != "" {
-			cred = "env " + ch.APIKeyEnv
-		}
+		cred := ch.CredentialSource()
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n",
 			ch.ID, ch.Provider, orDash(ch.Region), ch.BaseURL, cred, yesNo(ch.Prefill), ch.Retries, ch.Breaker)
 	}
@@ -125,4 +122,20 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// CredentialSource says how a channel's credential is found (never the
+// credential itself): for `hopgate check` and the docs.
+func (ch *Channel) CredentialSource() string {
+	switch {
+	case ch.Provider == ProviderBedrock:
+		return "AWS default chain (SigV4)"
+	case ch.Provider == ProviderVertex:
+		return "Google ADC (OAuth)"
+	case ch.EntraID:
+		return "Entra ID (azidentity)"
+	case ch.APIKeyEnv != "":
+		return "env " + ch.APIKeyEnv
+	}
+	return "none"
 }

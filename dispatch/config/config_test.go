@@ -55,7 +55,8 @@ func TestCanonicalFile(t *testing.T) {
 	if c.MaxBodyBytes != 10485760 {
 		t.Errorf("MaxBodyBytes = %d, want 10485760", c.MaxBodyBytes)
 	}
-	if want := (Telemetry{HealthySampleRatio: 1, FailoverLogSize: 200, Path: true, TrustInboundTrace: true}); c.Telemetry != want {
+	if want := (Telemetry{HealthySampleRatio: 1, FailoverLogSize: 200, Path: true, TrustInboundTrace: true,
+		TraceRingTraces: 2000, TraceRingBytes: 16 << 20}); c.Telemetry != want || !c.Status.Enabled {
 		t.Errorf("Telemetry = %+v, want %+v", c.Telemetry, want)
 	}
 	if c.Auth.Mode != AuthKeys || len(c.Auth.Keys) != 1 || c.Auth.Keys[0].ID != "team-a" ||
@@ -241,8 +242,22 @@ func TestValidationErrors(t *testing.T) {
 			skeleton("", "", "policy: {degraded_reply: {mode: message, message: \"\"}}\n"), 7, `message in degraded_reply in policy must not be empty`},
 		{"bad auth mode", "only keys and none exist",
 			cfgString(strings.Replace(string(skeleton("", "", "")), "mode: none", "mode: open", 1)), 1, `mode in auth must be one of keys, none`},
-		{"bad provider", "only the OpenAI-compatible API is implemented",
-			skeleton(", provider: anthropic", "", ""), 3, `provider in channel "a" must be one of openai`},
+		{"bad provider", "a channel speaks one of the five provider families",
+			skeleton(", provider: cohere", "", ""), 3, `provider in channel "a" must be one of openai, azure, anthropic, bedrock, vertex`},
+		{"anthropic without a key", "Anthropic's API needs x-api-key",
+			"auth: {mode: none}\nchannels:\n  - {id: a, provider: anthropic}\nmodels:\n  - name: m\n    max_tokens_default: 64\n    chain: [{channel: a}]\n", 3, `channel "a" (provider anthropic) needs api_key_env`},
+		{"azure without a credential", "Azure needs an api-key or Entra ID",
+			skeleton(", provider: azure", "", ""), 3, `channel "a" (provider azure) needs api_key_env or entra_id: true`},
+		{"bedrock without a region", "the AWS region picks the Bedrock endpoint",
+			"auth: {mode: none}\nchannels:\n  - {id: a, provider: bedrock}\nmodels:\n  - name: m\n    max_tokens_default: 64\n    chain: [{channel: a}]\n", 3, `channel "a" (provider bedrock) needs region`},
+		{"vertex without a project", "the project is in every Vertex URL",
+			"auth: {mode: none}\nchannels:\n  - {id: a, provider: vertex, region: us-east5}\nmodels:\n  - name: m\n    max_tokens_default: 64\n    chain: [{channel: a}]\n", 3, `channel "a" (provider vertex) needs project`},
+		{"anthropic chain without max_tokens_default", "Anthropic requires max_tokens, which OpenAI clients may omit",
+			"auth: {mode: none}\nchannels:\n  - {id: a, provider: vertex, project: p, region: us-east5}\nmodels:\n  - name: m\n    chain: [{channel: a}]\n", 5, `model "m" needs max_tokens_default`},
+		{"anthropic chain serving embeddings", "an Anthropic-family channel serves chat only",
+			"auth: {mode: none}\nchannels:\n  - {id: a, provider: bedrock, region: us-east-1}\nmodels:\n  - name: m\n    max_tokens_default: 1024\n    operations: [chat, embeddings]\n    chain: [{channel: a}]\n", 7, `model "m" serves "embeddings", but channel "a" of its chain (provider bedrock) serves chat only`},
+		{"api_version on openai", "api_version means Azure's deployment URLs",
+			skeleton(", api_version: \"2024-10-21\"", "", ""), 3, `api_version in channel "a" applies to provider azure only`},
 		{"relative base_url", "requests need an absolute URL",
 			skeleton("", "", "").replaceChannel(`{id: a, base_url: "/v1"}`), 3, `must be absolute`},
 		{"base_url with query", "paths are appended to base_url",
@@ -297,6 +312,16 @@ func TestValidationErrors(t *testing.T) {
 			skeleton("", "", "    operations: []\n"), 7, `operations of model "m" must not be empty`},
 		{"sample ratio", "a ratio is in [0, 1]",
 			skeleton("", "", "telemetry: {healthy_sample_ratio: 2}\n"), 7, `healthy_sample_ratio in telemetry must be between 0 and 1`},
+		{"trace_url without placeholder", "a link that cannot name the trace",
+			skeleton("", "", "telemetry: {trace_url: \"http://jaeger:16686/trace/\"}\n"), 7, `must contain {trace_id}`},
+		{"trace_url relative", "the pages link out to another host",
+			skeleton("", "", "telemetry: {trace_url: \"/trace/{trace_id}\"}\n"), 7, `must be an absolute http or https URL`},
+		{"trace_url javascript", "a link on the admin pages must not run code",
+			skeleton("", "", "telemetry: {trace_url: \"javascript:alert('{trace_id}')\"}\n"), 7, `must be an absolute http or https URL`},
+		{"trace ring too small", "a ring under 64 KiB holds nearly nothing",
+			skeleton("", "", "telemetry: {trace_ring: {max_bytes: 10}}\n"), 7, `max_bytes in trace_ring in telemetry must be at least 65536`},
+		{"status not a bool", "status.enabled is a switch",
+			skeleton("", "", "status: {enabled: maybe}\n"), 7, `enabled in status must be`},
 		{"max_body_bytes zero", "a zero limit rejects every request",
 			skeleton("", "", "max_body_bytes: 0\n"), 7, `max_body_bytes must be at least 1`},
 		{"merge key", "<< would hide keys from strict checking",
@@ -550,7 +575,8 @@ models:
     chain: [{channel: b}]
 `
 	c := mustParse(t, y, env())
-	if c.MaxBodyBytes != 1024 || c.Telemetry != (Telemetry{0.1, false, 5, false, false}) {
+	if want := (Telemetry{HealthySampleRatio: 0.1, FailoverLogSize: 5, TraceRingTraces: DefaultTraceRingTraces,
+		TraceRingBytes: DefaultTraceRingBytes}); c.MaxBodyBytes != 1024 || c.Telemetry != want {
 		t.Errorf("top level = %d %+v", c.MaxBodyBytes, c.Telemetry)
 	}
 	a := c.Channel("a")
@@ -646,5 +672,22 @@ func TestRecordContentRefused(t *testing.T) {
 	var list ErrorList
 	if !errors.As(err, &list) || len(list) != 1 || list[0].Line != 2 || !strings.Contains(list[0].Msg, "record_content") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// The keys of the on-call pages (DESIGN.md §10): trace_url is a template
+// kept as written (a Grafana Explore link has braces and quotes of its
+// own), the ring bounds and the status switch resolve with their defaults.
+func TestPagesKeys(t *testing.T) {
+	c := mustParse(t, string(skeleton("", "", "")), env())
+	if c.Telemetry.TraceURL != "" || !c.Status.Enabled || c.Telemetry.TraceRingTraces != DefaultTraceRingTraces ||
+		c.Telemetry.TraceRingBytes != DefaultTraceRingBytes {
+		t.Fatalf("defaults: %+v %+v", c.Telemetry, c.Status)
+	}
+	explore := `http://grafana:3000/explore?left={"datasource":"tempo","queries":[{"query":"{trace_id}"}]}`
+	y := string(skeleton("", "", "status: {enabled: false}\ntelemetry:\n  trace_url: '"+explore+"'\n  trace_ring: {max_traces: 50, max_bytes: 1048576}\n"))
+	c = mustParse(t, y, env())
+	if c.Telemetry.TraceURL != explore || c.Status.Enabled || c.Telemetry.TraceRingTraces != 50 || c.Telemetry.TraceRingBytes != 1<<20 {
+		t.Fatalf("set: %+v %+v", c.Telemetry, c.Status)
 	}
 }

@@ -24,6 +24,8 @@ type val[T any] struct {
 	node *yaml.Node
 }
 
+func (v val[T]) isSet() bool { return v.set }
+
 func (v val[T]) or(def T) T {
 	if v.set {
 		return v.v
@@ -296,6 +298,8 @@ const (
 	MaxBreakerFailures    = 1000
 	MaxBreakerMinRequests = 1_000_000
 	MaxBreakerWindow      = time.Hour
+	// The trace ring allocates one slot per trace up front.
+	MaxTraceRingTraces = 1_000_000
 )
 
 // countMax is count with an upper bound.

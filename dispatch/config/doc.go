@@ -45,6 +45,7 @@
 //	auth            mapping        see below
 //	admin           mapping        see below
 //	telemetry       mapping        see below
+//	status          mapping        see below
 //	policy          mapping        see below (global policy)
 //	channels        list           see below
 //	models          list           required, at least one
@@ -103,6 +104,13 @@
 //	path_header            bool              default true    send X-Hopgate-Path
 //	trust_inbound_trace    bool              default true    continue the client's traceparent; false: a new
 //	                                                         trace per request, linked to the client's (public endpoints)
+//	trace_url              URL template      default none    http(s) link-out with {trace_id} (trace UI)
+//	trace_ring.max_traces  int in [1, 1e6]   default 2000    traces /admin/traces holds
+//	trace_ring.max_bytes   int ≥ 65536       default 16 MiB  estimated bytes the ring may hold
+//
+// status:
+//
+//	enabled   bool   default true   public /status and /status.json on the main listener
 //
 // policy (global; the same block under models[].policy overrides it per
 // model, except breaker and retries, which are per channel):

@@ -17,9 +17,11 @@ type rawFile struct {
 	adminListen   val[string]
 	region        val[string]
 	maxBodyBytes  val[int64]
+	overload      rawOverload
 	auth          rawAuth
 	adminTokenEnv val[string]
 	telemetry     rawTelemetry
+	statusEnabled val[bool]
 	policy        rawPolicy
 	channels      []*rawChannel
 	models        []*rawModel
@@ -47,6 +49,9 @@ type rawTelemetry struct {
 	failoverLogSize    val[int]
 	pathHeader         val[bool]
 	trustInboundTrace  val[bool]
+	traceURL           val[string]
+	ringTraces         val[int]
+	ringBytes          val[int64]
 }
 
 type rawBreaker struct {
@@ -74,15 +79,18 @@ type rawPolicy struct {
 }
 
 type rawChannel struct {
-	node      *yaml.Node
-	id        val[string]
-	provider  val[string]
-	baseURL   val[string]
-	apiKeyEnv val[string]
-	region    val[string]
-	prefill   val[bool]
-	retries   val[int]
-	breaker   rawBreaker
+	node       *yaml.Node
+	id         val[string]
+	provider   val[string]
+	baseURL    val[string]
+	apiKeyEnv  val[string]
+	apiVersion val[string]
+	entraID    val[bool]
+	project    val[string]
+	region     val[string]
+	prefill    val[bool]
+	retries    val[int]
+	breaker    rawBreaker
 }
 
 type rawModel struct {
@@ -94,6 +102,7 @@ type rawModel struct {
 	fallbackModels  val[[]val[string]]
 	contextFallback val[string]
 	operations      val[[]val[string]]
+	maxTokens       val[int]
 	// The wallet keys (wallet.go): the list price and the reservation's
 	// output estimate.
 	priceSet          bool
@@ -121,14 +130,20 @@ func (p *parser) file(root *yaml.Node) *rawFile {
 		"max_body_bytes": func(_, v *yaml.Node) {
 			f.maxBodyBytes = p.integer(v, "max_body_bytes", 1)
 		},
-		"auth": func(_, v *yaml.Node) { f.auth = p.auth(v) },
+		"auth":     func(_, v *yaml.Node) { f.auth = p.auth(v) },
+		"overload": func(_, v *yaml.Node) { f.overload = p.overload(v) },
 		"admin": func(_, v *yaml.Node) {
 			p.mapping(v, "admin", fields{
 				"token_env": func(_, v *yaml.Node) { f.adminTokenEnv = p.envName(v, "token_env in admin") },
 			})
 		},
 		"telemetry": func(_, v *yaml.Node) { f.telemetry = p.telemetry(v) },
-		"policy":    func(_, v *yaml.Node) { f.policy = p.policy(v, "policy", true) },
+		"status": func(_, v *yaml.Node) {
+			p.mapping(v, "status", fields{
+				"enabled": func(_, v *yaml.Node) { f.statusEnabled = p.boolean(v, "enabled in status") },
+			})
+		},
+		"policy": func(_, v *yaml.Node) { f.policy = p.policy(v, "policy", true) },
 		"channels": func(_, v *yaml.Node) {
 			p.sequence(v, "channels", func(_ int, item *yaml.Node) {
 				if c := p.channel(item); c != nil {
@@ -199,6 +214,15 @@ func (p *parser) telemetry(n *yaml.Node) rawTelemetry {
 		"path_header":       func(_, v *yaml.Node) { t.pathHeader = p.boolean(v, "path_header in telemetry") },
 		"trust_inbound_trace": func(_, v *yaml.Node) {
 			t.trustInboundTrace = p.boolean(v, "trust_inbound_trace in telemetry")
+		},
+		"trace_url": func(_, v *yaml.Node) { t.traceURL = p.traceURL(v, "trace_url in telemetry") },
+		"trace_ring": func(_, v *yaml.Node) {
+			p.mapping(v, "trace_ring in telemetry", fields{
+				"max_traces": func(_, v *yaml.Node) {
+					t.ringTraces = p.countMax(v, "max_traces in trace_ring in telemetry", 1, MaxTraceRingTraces)
+				},
+				"max_bytes": func(_, v *yaml.Node) { t.ringBytes = p.integer(v, "max_bytes in trace_ring in telemetry", 64<<10) },
+			})
 		},
 	})
 	return t
@@ -295,9 +319,12 @@ func (p *parser) channel(n *yaml.Node) *rawChannel {
 	}
 	ok := p.mapping(n, ctx, fields{
 		"id":          func(_, v *yaml.Node) { c.id = p.str(v, in("id", ctx)) },
-		"provider":    func(_, v *yaml.Node) { c.provider = p.enum(v, in("provider", ctx), ProviderOpenAI) },
+		"provider":    func(_, v *yaml.Node) { c.provider = p.enum(v, in("provider", ctx), providers...) },
 		"base_url":    func(_, v *yaml.Node) { c.baseURL = p.baseURL(v, in("base_url", ctx)) },
 		"api_key_env": func(_, v *yaml.Node) { c.apiKeyEnv = p.envName(v, in("api_key_env", ctx)) },
+		"api_version": func(_, v *yaml.Node) { c.apiVersion = p.str(v, in("api_version", ctx)) },
+		"entra_id":    func(_, v *yaml.Node) { c.entraID = p.boolean(v, in("entra_id", ctx)) },
+		"project":     func(_, v *yaml.Node) { c.project = p.str(v, in("project", ctx)) },
 		"region":      func(_, v *yaml.Node) { c.region = p.str(v, in("region", ctx)) },
 		"prefill":     func(_, v *yaml.Node) { c.prefill = p.boolean(v, in("prefill", ctx)) },
 		"retries":     func(_, v *yaml.Node) { c.retries = p.count(v, in("retries", ctx), 0) },
@@ -331,6 +358,9 @@ func (p *parser) model(n *yaml.Node) *rawModel {
 		"policy":           func(_, v *yaml.Node) { m.policy = p.policy(v, "policy of "+ctx, false) },
 		"fallback_models":  func(_, v *yaml.Node) { m.fallbackModels = p.strList(v, in("fallback_models", ctx)) },
 		"context_fallback": func(_, v *yaml.Node) { m.contextFallback = p.str(v, in("context_fallback", ctx)) },
+		"max_tokens_default": func(_, v *yaml.Node) {
+			m.maxTokens = p.count(v, in("max_tokens_default", ctx), 1)
+		},
 		"operations": func(_, v *yaml.Node) {
 			what := in("operations", ctx)
 			m.operations = p.strList(v, what)

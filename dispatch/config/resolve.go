@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -16,6 +17,8 @@ const (
 	DefaultAdminListen     = "127.0.0.1:9090"
 	DefaultMaxBodyBytes    = 10 << 20
 	DefaultFailoverLogSize = 200
+	DefaultTraceRingTraces = 2000
+	DefaultTraceRingBytes  = 16 << 20
 	// DefaultDegradedMessage is the content of the opt-in 200 degraded reply.
 	DefaultDegradedMessage = "The service is temporarily overloaded. Please retry shortly."
 )
@@ -118,13 +121,18 @@ func (p *parser) resolve(f *rawFile) *Config {
 		AdminListen:  f.adminListen.or(DefaultAdminListen),
 		Region:       f.region.or(""),
 		MaxBodyBytes: f.maxBodyBytes.or(DefaultMaxBodyBytes),
+		Overload:     f.overload.resolve(),
 		Telemetry: Telemetry{
 			HealthySampleRatio: f.telemetry.healthySampleRatio.or(1),
 			RecordContent:      f.telemetry.recordContent.or(false),
 			FailoverLogSize:    f.telemetry.failoverLogSize.or(DefaultFailoverLogSize),
 			Path:               f.telemetry.pathHeader.or(true),
 			TrustInboundTrace:  f.telemetry.trustInboundTrace.or(true),
+			TraceURL:           f.telemetry.traceURL.or(""),
+			TraceRingTraces:    f.telemetry.ringTraces.or(DefaultTraceRingTraces),
+			TraceRingBytes:     f.telemetry.ringBytes.or(DefaultTraceRingBytes),
 		},
+		Status:   Status{Enabled: f.statusEnabled.or(true)},
 		channels: map[string]*Channel{},
 		models:   map[string]*Model{},
 	}
@@ -239,18 +247,19 @@ func (p *parser) resolveChannels(c *Config, f *rawFile, globalProfile string) {
 			continue
 		}
 		ch := &Channel{
-			ID:        rc.id.v,
-			Provider:  rc.provider.or(ProviderOpenAI),
-			BaseURL:   rc.baseURL.v,
-			APIKeyEnv: rc.apiKeyEnv.v,
-			Region:    rc.region.v,
-			Prefill:   rc.prefill.v,
-			Retries:   rc.retries.or(f.policy.retries.or(0)),
-			Line:      rc.node.Line,
+			ID:         rc.id.v,
+			Provider:   rc.provider.or(ProviderOpenAI),
+			BaseURL:    rc.baseURL.v,
+			APIKeyEnv:  rc.apiKeyEnv.v,
+			APIVersion: rc.apiVersion.v,
+			EntraID:    rc.entraID.v,
+			Project:    rc.project.v,
+			Region:     rc.region.v,
+			Prefill:    rc.prefill.v,
+			Retries:    rc.retries.or(f.policy.retries.or(0)),
+			Line:       rc.node.Line,
 		}
-		if !rc.baseURL.set && !hasKey(rc.node, "base_url") {
-			p.errorf(rc.node, "%s has no base_url", ctx)
-		}
+		p.provider(ch, rc, ctx)
 		if rc.apiKeyEnv.set {
 			ch.APIKey = p.lookupEnv(rc.apiKeyEnv, "api_key_env of "+ctx)
 		}
@@ -311,6 +320,8 @@ func (p *parser) resolveModels(c *Config, f *rawFile, base Policy) {
 			m.Operations = p.operations(rm, ctx)
 		}
 		m.Chain = p.chain(c, rm, ctx)
+		m.MaxTokensDefault = rm.maxTokens.v
+		p.families(m, rm, ctx)
 		c.models[m.Name] = m
 		c.Models = append(c.Models, m)
 		todo = append(todo, pending{m, rm})
@@ -446,4 +457,94 @@ func firstNode(ns ...*yaml.Node) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+// provider checks a channel's family-specific keys and fills the base URL
+// each family defaults to (DESIGN.md §8): every mistake is a config error
+// with its line, not a runtime surprise.
+func (p *parser) provider(ch *Channel, rc *rawChannel, ctx string) {
+	need := func(ok bool, key, why string) {
+		switch {
+		case ok:
+		case key == "base_url":
+			p.errorf(rc.node, "%s has no base_url (provider %s: %s)", ctx, ch.Provider, why)
+		default:
+			p.errorf(rc.node, "%s (provider %s) needs %s: %s", ctx, ch.Provider, key, why)
+		}
+	}
+	only := func(v interface{ isSet() bool }, node *yaml.Node, key string, families ...string) {
+		if !v.isSet() {
+			return
+		}
+		for _, f := range families {
+			if ch.Provider == f {
+				return
+			}
+		}
+		p.errorf(node, "%s in %s applies to provider %s only", key, ctx, strings.Join(families, " or "))
+	}
+	only(rc.apiVersion, rc.apiVersion.node, "api_version", ProviderAzure)
+	only(rc.entraID, rc.entraID.node, "entra_id", ProviderAzure)
+	only(rc.project, rc.project.node, "project", ProviderVertex)
+	hasBase := rc.baseURL.set || hasKey(rc.node, "base_url")
+	switch ch.Provider {
+	case ProviderOpenAI:
+		need(hasBase, "base_url", "the OpenAI-compatible API's URL ending in /v1, e.g. https://api.openai.com/v1")
+	case ProviderAzure:
+		need(hasBase, "base_url", "the resource's endpoint, e.g. https://myres.openai.azure.com")
+		need(rc.apiKeyEnv.set || ch.EntraID, "api_key_env or entra_id: true", "the api-key header or a Microsoft Entra ID token")
+		if rc.apiKeyEnv.set && ch.EntraID {
+			p.errorf(rc.entraID.node, "%s sets both api_key_env and entra_id: choose one credential", ctx)
+		}
+	case ProviderAnthropic:
+		need(rc.apiKeyEnv.set, "api_key_env", "the x-api-key credential")
+		if !hasBase {
+			ch.BaseURL = "https://api.anthropic.com"
+		}
+	case ProviderBedrock:
+		need(ch.Region != "", "region", "the AWS region of the Bedrock runtime, e.g. us-east-1")
+		only(rc.apiKeyEnv, rc.apiKeyEnv.node, "api_key_env", ProviderOpenAI, ProviderAzure, ProviderAnthropic)
+		if ch.Region != "" && !regionRE.MatchString(ch.Region) {
+			p.errorf(rc.region.node, "region of %s is not an AWS region: %q", ctx, ch.Region)
+		} else if !hasBase && ch.Region != "" {
+			ch.BaseURL = "https://bedrock-runtime." + ch.Region + ".amazonaws.com"
+		}
+	case ProviderVertex:
+		need(ch.Region != "", "region", "the Vertex AI location, e.g. us-east5")
+		need(ch.Project != "", "project", "the Google Cloud project id")
+		only(rc.apiKeyEnv, rc.apiKeyEnv.node, "api_key_env", ProviderOpenAI, ProviderAzure, ProviderAnthropic)
+		if ch.Region != "" && !regionRE.MatchString(ch.Region) {
+			p.errorf(rc.region.node, "region of %s is not a Vertex AI location: %q", ctx, ch.Region)
+		} else if !hasBase && ch.Region != "" {
+			ch.BaseURL = "https://" + ch.Region + "-aiplatform.googleapis.com"
+		}
+	}
+}
+
+// families checks what a model's chain can serve across provider families:
+// an Anthropic-family channel (anthropic, bedrock, vertex) serves chat
+// only, and needs the model's max_tokens_default, since an OpenAI client
+// may omit max_tokens and Anthropic's API requires it (a silently small
+// constant would truncate answers).
+func (p *parser) families(m *Model, rm *rawModel, ctx string) {
+	var anthropic *Channel
+	for _, e := range m.Chain {
+		if e.Channel != nil && AnthropicFamily(e.Channel.Provider) {
+			anthropic = e.Channel
+			break
+		}
+	}
+	if anthropic == nil {
+		return
+	}
+	for _, op := range m.Operations {
+		if op != OpChat {
+			p.errorf(rm.operations.node, "%s serves %q, but channel %q of its chain (provider %s) serves chat only",
+				ctx, op, anthropic.ID, anthropic.Provider)
+		}
+	}
+	if m.MaxTokensDefault == 0 {
+		p.errorf(rm.node, "%s needs max_tokens_default: channel %q (provider %s) requires max_tokens, which OpenAI clients may omit",
+			ctx, anthropic.ID, anthropic.Provider)
+	}
 }

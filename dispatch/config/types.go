@@ -18,6 +18,8 @@ type Config struct {
 	Auth      Auth
 	Admin     Admin
 	Telemetry Telemetry
+	Status    Status
+	Overload  Overload
 	// Tenants and wallets (DESIGN §9; wallet.go).
 	Store     Store
 	Billing   Billing
@@ -90,20 +92,43 @@ type Telemetry struct {
 	// False on a public endpoint: each request starts its own trace, with
 	// a link to the client's, so clients cannot choose trace ids.
 	TrustInboundTrace bool
+	// TraceURL links every trace id on the admin pages (and the
+	// dashboards' exemplars) to the operator's trace UI: a template with
+	// {trace_id}, e.g. http://jaeger:16686/trace/{trace_id}. Empty: none.
+	TraceURL        string
+	TraceRingTraces int   // traces /admin/traces holds; default 2000
+	TraceRingBytes  int64 // estimated bytes it may hold; default 16 MiB
 }
+
+// Status configures the public status page (/status, /status.json).
+type Status struct {
+	Enabled bool // default true
+}
+
+// TraceURLPlaceholder is what telemetry.trace_url must contain.
+const TraceURLPlaceholder = "{trace_id}"
 
 // Channel is one upstream endpoint.
 type Channel struct {
 	ID        string
-	Provider  string // "openai"
+	Provider  string // a provider family (ProviderOpenAI, ProviderAzure, …)
 	BaseURL   string // without trailing slash, e.g. https://api.openai.com/v1
 	APIKeyEnv string
 	APIKey    string // resolved at load from APIKeyEnv; never logged
-	Region    string
-	Prefill   bool
-	Retries   int     // same-channel retries, from policy unless set on the channel
-	Breaker   Breaker // resolved breaker policy of this channel
-	Line      int     // line of the channel in the config file
+	// APIVersion (azure): deployment URLs with ?api-version=; empty: the v1 API.
+	APIVersion string
+	// EntraID (azure): a Microsoft Entra ID token from the Azure SDK's
+	// credential chain instead of an api-key.
+	EntraID bool
+	// Project (vertex): the Google Cloud project.
+	Project string
+	// Region: the channel's region (metrics); for bedrock the AWS region
+	// and for vertex the Google Cloud location the requests go to.
+	Region  string
+	Prefill bool
+	Retries int     // same-channel retries, from policy unless set on the channel
+	Breaker Breaker // resolved breaker policy of this channel
+	Line    int     // line of the channel in the config file
 }
 
 // Breaker is a resolved breaker policy (DESIGN.md §2 L1).
@@ -118,13 +143,16 @@ type Breaker struct {
 
 // Model is a public model name and its chain.
 type Model struct {
-	Name            string
-	Chain           []Entry // sorted by price, cheapest first; ties keep file order; len ≤ 3
-	Policy          Policy  // resolved: global policy < profile < model policy
-	FallbackModels  []string
-	ContextFallback string
-	Operations      []string // operations served; default ["chat"]
-	Line            int
+	// MaxTokensDefault is sent to Anthropic-family channels when the
+	// client gave no max_tokens (required there; 0: none configured).
+	MaxTokensDefault int
+	Name             string
+	Chain            []Entry // sorted by price, cheapest first; ties keep file order; len ≤ 3
+	Policy           Policy  // resolved: global policy < profile < model policy
+	FallbackModels   []string
+	ContextFallback  string
+	Operations       []string // operations served; default ["chat"]
+	Line             int
 	// ListPrice is what tenants pay per 1M tokens, in micro-units of the
 	// billing currency (models[].price; default the cheapest entry's).
 	ListPrice money.Price

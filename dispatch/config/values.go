@@ -10,8 +10,25 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// ProviderOpenAI is the only provider kind: an OpenAI-compatible HTTP API.
-const ProviderOpenAI = "openai"
+// Provider families (channels[].provider, DESIGN.md §8).
+const (
+	ProviderOpenAI    = "openai"    // OpenAI-compatible HTTP API, Bearer key
+	ProviderAzure     = "azure"     // Azure OpenAI: deployment URLs + api-version, or the v1 API; api-key or Entra ID
+	ProviderAnthropic = "anthropic" // Anthropic Messages, x-api-key
+	ProviderBedrock   = "bedrock"   // Claude on AWS Bedrock, SigV4 from the AWS default credential chain
+	ProviderVertex    = "vertex"    // Claude on Google Vertex AI, OAuth from Application Default Credentials
+)
+
+var providers = []string{ProviderOpenAI, ProviderAzure, ProviderAnthropic, ProviderBedrock, ProviderVertex}
+
+// AnthropicFamily reports whether a provider speaks Anthropic's Messages
+// API (bodies and stream events), whoever operates it.
+func AnthropicFamily(provider string) bool {
+	return provider == ProviderAnthropic || provider == ProviderBedrock || provider == ProviderVertex
+}
+
+// regionRE: an AWS region or Google location goes into a host name.
+var regionRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
 // Operations a model may serve (model.operations).
 const (
@@ -96,6 +113,32 @@ func (p *parser) baseURL(n *yaml.Node, what string) val[string] {
 		return val[string]{}
 	}
 	v.v = strings.TrimRight(v.v, "/")
+	return v
+}
+
+// traceURL reads telemetry.trace_url: an absolute http(s) URL (a link
+// on the admin pages) that contains {trace_id} where the trace id goes.
+func (p *parser) traceURL(n *yaml.Node, what string) val[string] {
+	v := p.str(n, what)
+	if !v.set {
+		return v
+	}
+	var why string
+	u, err := url.Parse(strings.ReplaceAll(v.v, TraceURLPlaceholder, "0"))
+	switch {
+	case !strings.Contains(v.v, TraceURLPlaceholder):
+		why = "it must contain " + TraceURLPlaceholder + ", where the trace id goes"
+	case err != nil:
+		why = "it does not parse"
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		why = "it must be an absolute http or https URL, like http://127.0.0.1:16686/trace/{trace_id}"
+	case u.User != nil:
+		why = "credentials in the URL are not allowed"
+	}
+	if why != "" {
+		p.errorf(v.node, "%s is not a valid trace URL template (%q): %s", what, v.v, why)
+		return val[string]{}
+	}
 	return v
 }
 

@@ -17,7 +17,9 @@ import (
 	"github.com/hopgate/hopgate/dispatch/api"
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/status"
 	"github.com/hopgate/hopgate/dispatch/wallet"
+	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/store"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -26,6 +28,9 @@ import (
 type Options struct {
 	Version string
 	Logger  *slog.Logger
+	// Providers resolves the cloud credential chains (bedrock, vertex,
+	// Entra ID); the zero value uses each SDK's default chain.
+	Providers provider.Options
 	// Telemetry overrides the OTEL_*-driven setup (tests pass recorders).
 	Telemetry *telemetry.Telemetry
 	// Clock drives every timer of the request path (tests pass a fake).
@@ -43,6 +48,9 @@ type Options struct {
 	// per-request memory bounds (dispatch.Options). Zero keeps the defaults.
 	MaxFrame, MaxHeld int
 	MaxResponseBody   int64
+	// StatusStore keeps the status page's history (/status). Nil: an
+	// in-process status.MemoryStore, until the shared store is wired.
+	StatusStore status.Store
 }
 
 // Gateway is a running hopgate: main and admin listeners over one engine.
@@ -54,6 +62,9 @@ type Gateway struct {
 	engine  *dispatch.Engine
 	api     *api.Server
 	admin   *admin.Server
+	status  *status.Service
+	stopSt  context.CancelFunc
+	stDone  chan struct{}
 	main    *http.Server
 	adm     *http.Server
 	mainLn  net.Listener
@@ -85,6 +96,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 			HealthyRatio:    cfg.Telemetry.HealthySampleRatio,
 			FailoverLogSize: cfg.Telemetry.FailoverLogSize,
 			Clock:           clock,
+			TraceRing:       telemetry.TraceRingOptions{MaxTraces: cfg.Telemetry.TraceRingTraces, MaxBytes: cfg.Telemetry.TraceRingBytes},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: %w", err)
@@ -100,8 +112,15 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		Clock: clock, Transport: o.Transport, Breakers: breakers,
 		Telemetry: g.tel, Logger: g.log, Version: o.Version,
 		MaxFrame: o.MaxFrame, MaxHeld: o.MaxHeld, MaxResponseBody: o.MaxResponseBody,
+		Providers: o.Providers,
 	})
+	if err := g.engine.CheckChannels(cfg); err != nil {
+		g.closeTel(ctx)
+		return nil, fmt.Errorf("channel credentials: %w", err)
+	}
 	g.api = api.New(cfg, g.engine, g.tel, g.log)
+	g.status = status.New(status.Options{Store: o.StatusStore, Clock: clock, Config: g.api.Config, Logger: g.log})
+	g.api.SetStatus(g.status)
 	g.tel.Metrics.ObserveBreakers(func() []telemetry.BreakerObservation {
 		return g.engine.BreakerObservations(g.api.Config())
 	})
@@ -132,6 +151,9 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	}
 	g.adm = &http.Server{Handler: g.admin.Handler(), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+	stCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	g.stopSt, g.stDone = stop, make(chan struct{})
+	go func() { defer close(g.stDone); g.status.Run(stCtx) }()
 	g.serve(g.main, g.mainLn)
 	g.serve(g.adm, g.adminLn)
 	g.admin.SetReady(true)
@@ -175,6 +197,9 @@ func (g *Gateway) AdminAddr() string { return g.adminLn.Addr().String() }
 // Engine exposes the engine (tests, demo).
 func (g *Gateway) Engine() *dispatch.Engine { return g.engine }
 
+// Status exposes the status page's service (tests flush it).
+func (g *Gateway) Status() *status.Service { return g.status }
+
 // Telemetry exposes the telemetry in use.
 func (g *Gateway) Telemetry() *telemetry.Telemetry { return g.tel }
 
@@ -194,6 +219,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	if cfg.Store != cur.Store || cfg.Billing.Currency != cur.Billing.Currency {
 		return errors.New("store and billing.currency cannot change on reload; restart instead")
+	}
+	if err := g.engine.CheckChannels(cfg); err != nil {
+		return fmt.Errorf("channel credentials: %w", err)
 	}
 	g.api.SetConfig(cfg)
 	g.log.Info("config reloaded", slog.Int("models", len(cfg.Models)), slog.Int("channels", len(cfg.Channels)))
@@ -217,6 +245,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	defer acancel()
 	_ = g.adm.Shutdown(actx)
 	g.wg.Wait()
+	g.stopSt() // after the drain: the last requests are counted, then flushed
+	<-g.stDone
 	// Requests are done: what they could not settle gets one more chance.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.DrainTimeout)
 	g.closeWallet(wctx)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,82 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch/gateway"
-	"github.com/hopgate/hopgate/telemetry"
-
 	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
-
-// relGW is a gateway started through gateway.Start on real loopback
-// listeners, in front of fake providers, with spans in memory.
-type relGW struct {
-	t     *testing.T
-	gw    *gateway.Gateway
-	ups   map[string]*upstream.Server
-	urls  map[string]string // channel id -> base URL (…/v1)
-	spans *tracetest.InMemoryExporter
-	tel   *telemetry.Telemetry
-	logs  *testkit.SyncBuffer
-}
-
-// relStart starts one fake provider per id in fakes and a gateway whose
-// config is yml with {{listen}}, {{admin}}, {{url:ID}} replaced. Extra URLs
-// (for hand-written upstreams) come in urls. env feeds api_key_env/token_env.
-func relStart(t *testing.T, yml string, o gateway.Options, env map[string]string, urls map[string]string, fakes ...string) *relGW {
-	t.Helper()
-	r := &relGW{t: t, ups: map[string]*upstream.Server{}, urls: map[string]string{}, logs: &testkit.SyncBuffer{}}
-	for _, id := range fakes {
-		u := upstream.New(upstream.Options{Name: id})
-		srv := httptest.NewServer(u)
-		t.Cleanup(func() { u.Close(); srv.Close() })
-		r.ups[id] = u
-		r.urls[id] = srv.URL + "/v1"
-	}
-	for id, u := range urls {
-		r.urls[id] = u
-	}
-	for id, u := range r.urls {
-		yml = strings.ReplaceAll(yml, "{{url:"+id+"}}", u)
-	}
-	cfg := parseLoopbackConfig(t, yml, env)
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	r.gw, r.tel, r.spans = startTestGateway(t, cfg, 1, o)
-	return r
-}
-
-func (r *relGW) url(path string) string { return "http://" + r.gw.Addr() + path }
-
-// post sends a chat body with optional headers and reads the whole reply.
-func (r *relGW) post(body string, hdr map[string]string) (*http.Response, string) {
-	r.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, r.url("/v1/chat/completions"), strings.NewReader(body))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		if strings.EqualFold(k, "Host") {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		r.t.Fatalf("gateway request: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		r.t.Fatalf("reading reply: %v", err)
-	}
-	return resp, string(b)
-}
 
 // relTwo: model m on a cheap channel a (upA) then b (healthy).
 func relTwo(upA, extra string) string {
@@ -99,8 +25,8 @@ listen: {{listen}}
 admin_listen: {{admin}}
 auth: {mode: none}
 channels:
-  - {id: a, base_url: "{{url:a}}"}
-  - {id: b, base_url: "{{url:b}}"}
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
+  - {id: b, base_url: "{{url:b}}", api_key_env: CHANNEL_KEY}
 models:
   - name: m
     chain:
@@ -136,8 +62,8 @@ func relWaitClosed(t *testing.T, conn net.Conn, limit time.Duration) time.Durati
 // byte at a time, slower than ReadHeaderTimeout allows, is cut off instead
 // of pinning a connection (and a goroutine) forever.
 func TestSlowlorisIsDisconnected(t *testing.T) {
-	r := relStart(t, relTwo("m", ""), gateway.Options{ReadHeaderTimeout: 300 * time.Millisecond}, nil, nil, "a", "b")
-	conn, err := net.Dial("tcp", r.gw.Addr())
+	g := gwtest.Start(t, gwtest.Options{ReadHeaderTimeout: 300 * time.Millisecond}, relTwo("m", ""), "a", "b")
+	conn, err := net.Dial("tcp", g.Process.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +96,7 @@ func TestSlowlorisIsDisconnected(t *testing.T) {
 	if n := sent.Load(); n >= int64(len(head)) {
 		t.Fatalf("the whole slow header (%d bytes) got through", n)
 	}
-	if n := len(r.ups["a"].Log()) + len(r.ups["b"].Log()); n != 0 {
+	if n := len(g.Ups["a"].Log()) + len(g.Ups["b"].Log()); n != 0 {
 		t.Fatalf("a request reached upstreams %d times", n)
 	}
 }
@@ -178,8 +104,8 @@ func TestSlowlorisIsDisconnected(t *testing.T) {
 // TestIdleKeepAliveIsReaped: a client that keeps a connection open after
 // its request without sending another is disconnected after IdleTimeout.
 func TestIdleKeepAliveIsReaped(t *testing.T) {
-	r := relStart(t, relTwo("m", ""), gateway.Options{IdleTimeout: 300 * time.Millisecond}, nil, nil, "a", "b")
-	conn, err := net.Dial("tcp", r.gw.Addr())
+	g := gwtest.Start(t, gwtest.Options{IdleTimeout: 300 * time.Millisecond}, relTwo("m", ""), "a", "b")
+	conn, err := net.Dial("tcp", g.Process.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,18 +130,18 @@ func TestIdleKeepAliveIsReaped(t *testing.T) {
 // TestOversizedHeadersGet431: request headers beyond 64 KiB are refused
 // with 431 before any handler runs.
 func TestOversizedHeadersGet431(t *testing.T) {
-	r := relStart(t, relTwo("m", ""), gateway.Options{}, nil, nil, "a", "b")
-	resp, _ := r.post(relChat, map[string]string{"X-Big": strings.Repeat("h", 80<<10)})
-	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Fatalf("status %d, want 431", resp.StatusCode)
+	g := gwtest.Start(t, gwtest.Options{}, relTwo("m", ""), "a", "b")
+	r := g.PostCtx(t.Context(), relChat, map[string]string{"X-Big": strings.Repeat("h", 80<<10)})
+	if r.Status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("status %d, want 431", r.Status)
 	}
-	if n := len(r.ups["a"].Log()); n != 0 {
+	if n := len(g.Ups["a"].Log()); n != 0 {
 		t.Fatalf("oversized request reached the upstream")
 	}
 	// Just under the limit still works: the limit is not off by a lot.
-	resp, body := r.post(relChat, map[string]string{"X-Big": strings.Repeat("h", 60<<10)})
-	if resp.StatusCode != 200 {
-		t.Fatalf("60 KiB of headers: %d %s", resp.StatusCode, body)
+	r = g.PostCtx(t.Context(), relChat, map[string]string{"X-Big": strings.Repeat("h", 60<<10)})
+	if r.Status != 200 {
+		t.Fatalf("60 KiB of headers: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -225,16 +151,16 @@ func TestOversizedHeadersGet431(t *testing.T) {
 // the upstream unchanged (docs/reliability.md records the decision) and
 // nothing crashes.
 func TestInvalidUTF8PassesThrough(t *testing.T) {
-	r := relStart(t, relTwo("m", ""), gateway.Options{}, nil, nil, "a", "b")
+	g := gwtest.Start(t, gwtest.Options{}, relTwo("m", ""), "a", "b")
 	bad := "caf\xe9 \xff\xfe \xed\xa0\x80"
 	for _, stream := range []bool{false, true} {
 		body := fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"%s"}]}`, stream, bad)
-		resp, out := r.post(body, nil)
-		if resp.StatusCode != 200 {
-			t.Fatalf("stream=%v: status %d %s", stream, resp.StatusCode, out)
+		r := g.Post(body)
+		if r.Status != 200 {
+			t.Fatalf("stream=%v: status %d %s", stream, r.Status, r.Body)
 		}
 	}
-	log := r.ups["a"].Log()
+	log := g.Ups["a"].Log()
 	if len(log) != 2 {
 		t.Fatalf("upstream a saw %d requests, want 2", len(log))
 	}
@@ -244,9 +170,9 @@ func TestInvalidUTF8PassesThrough(t *testing.T) {
 		}
 	}
 	// Invalid UTF-8 in the model name is simply an unknown model.
-	resp, out := r.post("{\"model\":\"m\xff\",\"messages\":[]}", nil)
-	if resp.StatusCode != 404 || !strings.Contains(out, "model_not_found") {
-		t.Fatalf("status %d %s", resp.StatusCode, out)
+	r := g.Post("{\"model\":\"m\xff\",\"messages\":[]}")
+	if r.Status != 404 || !strings.Contains(r.Body, "model_not_found") {
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 }
 
@@ -289,13 +215,13 @@ func relHeapPeak(f func()) uint64 {
 func TestEndlessUpstreamIsBounded(t *testing.T) {
 	cases := []struct {
 		name, fault, body string
-		opts              gateway.Options
+		opts              gwtest.Options
 		maxHeap           uint64
 	}{
 		// A frame is capped at MaxFrame: the reader stops there.
-		{"endless frame", "m|endless-frame", relChatStream, gateway.Options{}, 32 << 20},
+		{"endless frame", "m|endless-frame", relChatStream, gwtest.Options{}, 32 << 20},
 		// A non-stream body is capped at MaxResponseBody.
-		{"endless body, 4 MiB bound", "m|endless-body", relChat, gateway.Options{MaxResponseBody: 4 << 20}, 48 << 20},
+		{"endless body, 4 MiB bound", "m|endless-body", relChat, gwtest.Options{MaxResponseBody: 4 << 20}, 48 << 20},
 		// The default bound (dispatch.DefaultMaxResponseBody, 256 MiB, sized
 		// for base64 images) holds as well, but costs ~530 MiB of heap per
 		// request while io.ReadAll grows its buffer (measured once; too heavy
@@ -303,14 +229,14 @@ func TestEndlessUpstreamIsBounded(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := relStart(t, relTwo(c.fault, ""), c.opts, nil, nil, "a", "b")
+			g := gwtest.Start(t, c.opts, relTwo(c.fault, ""), "a", "b")
 			var resp *http.Response
 			var out string
 			peak := relHeapPeak(func() {
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					req, _ := http.NewRequest(http.MethodPost, r.url("/v1/chat/completions"), strings.NewReader(c.body))
+					req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(c.body))
 					rs, err := http.DefaultClient.Do(req)
 					if err != nil {
 						out = err.Error()
@@ -320,11 +246,7 @@ func TestEndlessUpstreamIsBounded(t *testing.T) {
 					rs.Body.Close()
 					resp, out = rs, string(b)
 				}()
-				select {
-				case <-done:
-				case <-time.After(30 * time.Second):
-					t.Fatal("request to an endless upstream never ended")
-				}
+				testkit.Recv(t, done, "the end of a request to an endless upstream")
 			})
 			if resp == nil || resp.StatusCode != 200 {
 				t.Fatalf("reply: %v %s", resp, out)
@@ -355,11 +277,11 @@ func TestRedirectIsNeverFollowed(t *testing.T) {
 		redir := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, other.URL+"/v1/chat/completions", code)
 		}))
-		r := relStart(t, relTwo("m", ""), gateway.Options{}, nil, map[string]string{"a": redir.URL + "/v1"}, "b")
+		g := gwtest.Start(t, gwtest.Options{URLs: map[string]string{"a": redir.URL + "/v1"}}, relTwo("m", ""), "b")
 		for _, body := range []string{relChat, relChatStream} {
-			resp, out := r.post(body, nil)
-			if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != fmt.Sprintf("a:%d -> b:ok", code) {
-				t.Fatalf("%d: status %d path %q %s", code, resp.StatusCode, resp.Header.Get("X-Hopgate-Path"), out)
+			r := g.Post(body)
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != fmt.Sprintf("a:%d -> b:ok", code) {
+				t.Fatalf("%d: status %d path %q %s", code, r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 			}
 		}
 		redir.Close()

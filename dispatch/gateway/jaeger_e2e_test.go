@@ -6,20 +6,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/dispatch/gateway"
+	"github.com/jonboulle/clockwork"
+
 	"github.com/hopgate/hopgate/telemetry"
 
 	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // jaeger is a real Jaeger v2 process (deploy/jaeger/config.yaml) on free
@@ -81,31 +81,30 @@ func tryStartJaeger(t *testing.T, bin string) (*jaeger, string, bool) {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	// Ready when the query API answers and the OTLP/HTTP receiver accepts.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // only the process we started, by its handle
+		<-exited
+		if t.Failed() {
+			t.Logf("Jaeger output:\n%s", j.out.String())
+		}
+	})
+	// Ready when the query API answers and the OTLP/HTTP receiver accepts,
+	// or exited.
+	gone := func() bool {
 		select {
 		case <-exited:
-			return nil, j.out.String(), false
+			return true
 		default:
+			return false
 		}
-		if httpOK("http://"+j.query+"/api/services") && httpAnswers("http://"+j.otlpHTTP+"/v1/traces") {
-			t.Cleanup(func() {
-				_ = cmd.Process.Kill()
-				<-exited
-				if t.Failed() {
-					t.Logf("Jaeger output:\n%s", j.out.String())
-				}
-			})
-			return j, "", true
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Fatalf("Jaeger not ready within 15 s:\n%s", j.out.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for time to pass
 	}
+	testkit.Poll{Within: 15 * time.Second, Every: 20 * time.Millisecond}.Eventually(t, func() bool {
+		return gone() || (httpOK("http://"+j.query+"/api/services") && httpAnswers("http://"+j.otlpHTTP+"/v1/traces"))
+	}, "Jaeger ready")
+	if gone() {
+		return nil, j.out.String(), false
+	}
+	return j, "", true
 }
 
 func httpOK(u string) bool {
@@ -156,38 +155,35 @@ type jspan struct {
 // fetchTrace polls Jaeger until the trace has at least n spans.
 func (j *jaeger) fetchTrace(t *testing.T, id string, n int, flush func()) []jspan {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var last string
-	for {
+	var out []jspan
+	testkit.Poll{Every: 20 * time.Millisecond}.EventuallyNil(t, func() error {
 		flush()
 		resp, err := http.Get("http://" + j.query + "/api/traces/" + id)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
-			var tr jaegerTrace
-			if resp.StatusCode == http.StatusOK && json.Unmarshal(b, &tr) == nil && len(tr.Data) == 1 && len(tr.Data[0].Spans) >= n {
-				var out []jspan
-				for _, s := range tr.Data[0].Spans {
-					js := jspan{id: s.SpanID, name: s.OperationName, tags: map[string]string{}}
-					for _, r := range s.References {
-						if r.RefType == "CHILD_OF" && r.TraceID == id {
-							js.parent = r.SpanID
-						}
-					}
-					for _, tag := range s.Tags {
-						js.tags[tag.Key] = fmt.Sprint(tag.Value)
-					}
-					out = append(out, js)
+		if err != nil {
+			return err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var tr jaegerTrace
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &tr) != nil || len(tr.Data) != 1 || len(tr.Data[0].Spans) < n {
+			return fmt.Errorf("last answer: %d %.2000s", resp.StatusCode, b)
+		}
+		out = nil
+		for _, s := range tr.Data[0].Spans {
+			js := jspan{id: s.SpanID, name: s.OperationName, tags: map[string]string{}}
+			for _, r := range s.References {
+				if r.RefType == "CHILD_OF" && r.TraceID == id {
+					js.parent = r.SpanID
 				}
-				return out
 			}
+			for _, tag := range s.Tags {
+				js.tags[tag.Key] = fmt.Sprint(tag.Value)
+			}
+			out = append(out, js)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trace %s not in Jaeger with %d spans within 10 s; last answer: %.2000s", id, n, last)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, not waiting for time to pass
-	}
+		return nil
+	}, "trace "+id+" in Jaeger with "+strconv.Itoa(n)+" spans")
+	return out
 }
 
 // TestJaegerEndToEnd exports one failover request's trace through the
@@ -211,23 +207,15 @@ func TestJaegerEndToEnd(t *testing.T) {
 }
 
 func jaegerCase(t *testing.T, j *jaeger, env map[string]string) {
-	ups := map[string]*upstream.Server{}
-	urls := map[string]string{}
-	for _, id := range []string{"a", "b", "c"} {
-		u := upstream.New(upstream.Options{Name: id})
-		srv := httptest.NewServer(u)
-		t.Cleanup(func() { u.Close(); srv.Close() })
-		ups[id], urls[id] = u, srv.URL+"/v1"
-	}
-	yml := fmt.Sprintf(`
-listen: %s
-admin_listen: %s
+	yml := `
+listen: {{listen}}
+admin_listen: {{admin}}
 region: test-1
 auth: {mode: none}
 channels:
-  - {id: a, base_url: %q, region: r-a}
-  - {id: b, base_url: %q, region: r-b}
-  - {id: c, base_url: %q, region: r-c}
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY, region: r-a}
+  - {id: b, base_url: "{{url:b}}", api_key_env: CHANNEL_KEY, region: r-b}
+  - {id: c, base_url: "{{url:c}}", api_key_env: CHANNEL_KEY, region: r-c}
 models:
   - name: m
     chain:
@@ -237,57 +225,29 @@ models:
   - name: warmup
     chain:
       - {channel: a, upstream_model: "m|503", price: {input: 1, output: 1}}
-`, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), urls["a"], urls["b"], urls["c"])
-	cfg, err := config.Parse([]byte(yml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
+`
+	// The real clock: the OTLP exporter times its retries on it.
+	g := gwtest.Start(t, gwtest.Options{OTELEnv: env, Clock: clockwork.NewRealClock(), UpstreamClock: clockwork.NewRealClock()}, yml, "a", "b", "c")
 	ctx := context.Background()
-	tel, err := telemetry.Setup(ctx, telemetry.Options{
-		Region: cfg.Region, HealthyRatio: cfg.Telemetry.HealthySampleRatio,
-		Getenv: func(k string) string { return env[k] },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testkit.SyncBuffer{}
-	g, err := gateway.Start(ctx, cfg, gateway.Options{Telemetry: tel, DrainTimeout: 2 * time.Second,
-		Logger: telemetry.NewLogger(logs, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = g.Shutdown(sctx)
-		_ = tel.Shutdown(sctx)
-	})
-	send := func(model string, stream bool) (*http.Response, string) {
-		body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, model, stream)
-		resp, err := http.Post("http://"+g.Addr()+"/v1/chat/completions", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+	send := func(model string, stream bool) gwtest.Reply {
+		return g.Post(gwtest.ChatBody(model, stream))
 	}
 
 	// Three failures on another model open channel a's breaker.
 	for i := 0; i < 3; i++ {
-		if resp, body := send("warmup", false); resp.StatusCode != http.StatusServiceUnavailable {
-			t.Fatalf("warmup %d: %d %s", i, resp.StatusCode, body)
+		if r := send("warmup", false); r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("warmup %d: %d %s", i, r.Status, r.Body)
 		}
 	}
-	resp, body := send("m", true)
+	r := send("m", true)
 	const path = "a:open -> b:stream_error -> c:ok"
-	if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != path {
-		t.Fatalf("status %d path %q: %s", resp.StatusCode, resp.Header.Get("X-Hopgate-Path"), body)
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != path {
+		t.Fatalf("status %d path %q: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 	}
-	id := resp.Header.Get("X-Request-Id")
+	id := r.Header.Get("X-Request-Id")
 
 	// server, dispatch, skip, 2 × (hop, await headers, stream gate).
-	spans := j.fetchTrace(t, id, 9, func() { _ = tel.TracerProvider.ForceFlush(ctx) })
+	spans := j.fetchTrace(t, id, 9, func() { _ = g.Tel.TracerProvider.ForceFlush(ctx) })
 	if len(spans) != 9 {
 		t.Errorf("%d spans in Jaeger, want 9", len(spans))
 	}
@@ -336,13 +296,13 @@ models:
 		}
 		// The provider joined the trace: its traceparent names this trace
 		// and this hop span.
-		log := ups[hop.channel].Log()
+		log := g.Ups[hop.channel].Log()
 		tp := log[len(log)-1].Header.Get("Traceparent")
 		if want := "00-" + id + "-" + h.id + "-01"; tp != want {
 			t.Errorf("upstream %s got traceparent %q, want %q", hop.channel, tp, want)
 		}
 	}
-	if n := len(ups["a"].Log()); n != 3 {
+	if n := len(g.Ups["a"].Log()); n != 3 {
 		t.Errorf("open channel a saw %d requests, want the 3 warm-up ones", n)
 	}
 }

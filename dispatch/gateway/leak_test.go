@@ -1,138 +1,42 @@
 package gateway_test
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/telemetry"
 
 	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
-// leakGW is a gateway started through gateway.Start (the process that
-// ships) with spans in memory, the production JSON logger over a buffer and
-// every request-path timer on a fake clock.
-type leakGW struct {
-	t     *testing.T
-	gw    *gateway.Gateway
-	clock *clockwork.FakeClock
-	spans *tracetest.InMemoryExporter
-	tel   *telemetry.Telemetry
-	logs  *testkit.SyncBuffer
-	roots *rootWatch
-}
-
-// rootWatch records the trace ids whose local root (the SERVER span) ended.
-// Registered after the tail sampler, it sees a root only once the sampler
-// has decided its trace.
-type rootWatch struct {
-	mu    sync.Mutex
-	ended map[string]bool
-}
-
-func (w *rootWatch) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (w *rootWatch) OnEnd(s sdktrace.ReadOnlySpan) {
-	if !s.Parent().IsValid() {
-		w.mu.Lock()
-		w.ended[s.SpanContext().TraceID().String()] = true
-		w.mu.Unlock()
-	}
-}
-func (w *rootWatch) Shutdown(context.Context) error   { return nil }
-func (w *rootWatch) ForceFlush(context.Context) error { return nil }
-
-func (w *rootWatch) has(id string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ended[id]
-}
-
-// startLeakGW parses yml ({{listen}} and {{admin}} replaced by free loopback
-// addresses), builds telemetry with healthyRatio, and starts a gateway.
-func startLeakGW(t *testing.T, yml string, env map[string]string, healthyRatio float64) *leakGW {
-	t.Helper()
-	g := &leakGW{t: t, clock: clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), logs: &testkit.SyncBuffer{}}
-	cfg := parseLoopbackConfig(t, yml, env)
-	g.roots = &rootWatch{ended: map[string]bool{}}
-	g.gw, g.tel, g.spans = startTestGateway(t, cfg, healthyRatio, gateway.Options{
-		Clock: g.clock, Logger: telemetry.NewLogger(g.logs, slog.LevelInfo),
-	}, g.roots)
-	return g
-}
-
-type leakReply struct {
-	status int
-	header http.Header
-	body   string
-}
-
-// send posts a chat request for model and reads the whole reply.
-func (g *leakGW) send(model string, stream bool) leakReply {
-	g.t.Helper()
-	return <-g.sendAsync(model, stream)
-}
-
-func (g *leakGW) sendAsync(model string, stream bool) <-chan leakReply {
-	ch := make(chan leakReply, 1)
-	body := fmt.Sprintf(`{"model":%q,"stream":%v,"messages":[{"role":"user","content":"hi"}]}`, model, stream)
-	go func() {
-		resp, err := http.Post("http://"+g.gw.Addr()+"/v1/chat/completions", "application/json", strings.NewReader(body))
-		if err != nil {
-			ch <- leakReply{status: -1, body: err.Error()}
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		ch <- leakReply{status: resp.StatusCode, header: resp.Header, body: string(b)}
-	}()
-	return ch
-}
-
-// waitTimers blocks until the gateway clock has n timers armed.
-func (g *leakGW) waitTimers(n int) {
-	g.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := g.clock.BlockUntilContext(ctx, n); err != nil {
-		g.t.Fatalf("gateway never armed %d timers", n)
-	}
-}
-
-// requestLogs returns the parsed "request" log lines by trace_id; it polls
+// requestLogs returns the parsed "request" log lines by trace_id; it waits
 // until want ids are present (the line is written after the reply, which a
 // client reading a Content-Length body can beat).
-func (g *leakGW) requestLogs(want ...string) map[string]map[string]any {
-	g.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		out := map[string]map[string]any{}
-		for _, line := range strings.Split(strings.TrimSpace(g.logs.String()), "\n") {
+func requestLogs(t *testing.T, g *gwtest.Gateway, want ...string) map[string]map[string]any {
+	t.Helper()
+	var out map[string]map[string]any
+	testkit.EventuallyNil(t, func() error {
+		out = map[string]map[string]any{}
+		for _, line := range strings.Split(strings.TrimSpace(g.Logs.String()), "\n") {
 			var rec map[string]any
 			if err := json.Unmarshal([]byte(line), &rec); err != nil {
-				g.t.Fatalf("log line is not JSON: %q", line)
+				t.Fatalf("log line is not JSON: %q", line)
 			}
 			if rec["msg"] != "request" {
 				continue
 			}
 			if n := strings.Count(line, `"`+telemetry.LogTraceID+`":`); n != 1 {
-				g.t.Errorf("log line carries trace_id %d times (duplicate JSON keys break log pipelines): %s", n, line)
+				t.Errorf("log line carries trace_id %d times (duplicate JSON keys break log pipelines): %s", n, line)
 			}
 			id, _ := rec[telemetry.LogTraceID].(string)
 			out[id] = rec
@@ -143,36 +47,11 @@ func (g *leakGW) requestLogs(want ...string) map[string]map[string]any {
 				missing++
 			}
 		}
-		if missing == 0 {
-			return out
+		if missing > 0 {
+			return fmt.Errorf("%d request log lines missing:\n%s", missing, g.Logs.String())
 		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("%d request log lines missing:\n%s", missing, g.logs.String())
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
-	}
-}
-
-// exported returns the exported spans of trace id once its root ended and
-// the tail sampler's decision was flushed.
-func (g *leakGW) exported(id string) tracetest.SpanStubs {
-	g.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !g.roots.has(id) {
-		if time.Now().After(deadline) {
-			g.t.Fatalf("the root span of trace %s never ended", id)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, not waiting for time to pass
-	}
-	if err := g.tel.TracerProvider.ForceFlush(context.Background()); err != nil {
-		g.t.Fatal(err)
-	}
-	var out tracetest.SpanStubs
-	for _, s := range g.spans.GetSpans() {
-		if s.SpanContext.TraceID().String() == id {
-			out = append(out, s)
-		}
-	}
+		return nil
+	}, "a request log line per request")
 	return out
 }
 
@@ -205,11 +84,6 @@ func TestCredentialNeverLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret := "sk-leak-" + hex.EncodeToString(raw)
-	upClock := clockwork.NewFakeClock()
-	fake := upstream.New(upstream.Options{Name: "up", APIKey: secret, Clock: upClock})
-	srv := httptest.NewServer(echoingUpstream(fake))
-	t.Cleanup(func() { fake.Close(); srv.Close() })
-
 	// One primary channel per path, so no path's failures open another's
 	// breaker; all share the fake and the healthy fallback b.
 	type path struct {
@@ -217,7 +91,7 @@ func TestCredentialNeverLeaks(t *testing.T) {
 		stream                 bool
 		policy                 string
 		outcome, path          string
-		timer                  func(g *leakGW) // moves the clock when the path waits on it
+		timer                  func(g *gwtest.Gateway) // moves the clock when the path waits on it
 	}
 	paths := []path{
 		{model: "ok", fault: "m", fallback: "m", outcome: telemetry.OutcomeOK, path: "a-ok:ok"},
@@ -225,19 +99,19 @@ func TestCredentialNeverLeaks(t *testing.T) {
 		{model: "failover", fault: "m|503", fallback: "m", stream: true, outcome: telemetry.OutcomeFailoverOK, path: "a-failover:503 -> b:ok"},
 		{model: "echo", fault: "m|echo-key", fallback: "m", outcome: telemetry.OutcomeFailoverOK, path: "a-echo:401 -> b:ok"},
 		{model: "header-timeout", fault: "m|no-headers", fallback: "m", stream: true, policy: "{header_timeout: 10s}",
-			outcome: telemetry.OutcomeFailoverOK, path: "a-header-timeout:header_timeout -> b:ok", timer: func(g *leakGW) { g.waitTimers(1); g.clock.Advance(10 * time.Second) }},
+			outcome: telemetry.OutcomeFailoverOK, path: "a-header-timeout:header_timeout -> b:ok", timer: func(g *gwtest.Gateway) { g.WaitTimers(1); g.Clock.Advance(10 * time.Second) }},
 		{model: "stream-error", fault: "m|stream-error", fallback: "m", stream: true, outcome: telemetry.OutcomeFailoverOK, path: "a-stream-error:stream_error -> b:ok"},
 		{model: "cut", fault: "m|cut=3", fallback: "m", stream: true, outcome: telemetry.OutcomeInterrupted, path: "a-cut:cut"},
 		{model: "final", fault: "m|400", fallback: "m", outcome: telemetry.OutcomeFinalError, path: "a-final:400"},
 		{model: "exhausted", fault: "m|503", fallback: "m|echo-key", outcome: telemetry.OutcomeExhausted, path: "a-exhausted:503 -> b:401"},
 		{model: "deadline", fault: "m|no-headers", fallback: "m", stream: true, policy: "{chain_deadline: 5s}",
-			outcome: telemetry.OutcomeDeadline, path: "a-deadline:deadline", timer: func(g *leakGW) { g.waitTimers(2); g.clock.Advance(5 * time.Second) }},
+			outcome: telemetry.OutcomeDeadline, path: "a-deadline:deadline", timer: func(g *gwtest.Gateway) { g.WaitTimers(2); g.Clock.Advance(5 * time.Second) }},
 	}
 	var yml strings.Builder
 	yml.WriteString("listen: {{listen}}\nadmin_listen: {{admin}}\nregion: test-1\nauth: {mode: none}\nchannels:\n")
-	fmt.Fprintf(&yml, "  - {id: b, base_url: %q, api_key_env: LEAK_KEY, region: r-b}\n", srv.URL+"/v1")
+	yml.WriteString("  - {id: b, base_url: \"{{url:up}}\", api_key_env: LEAK_KEY, region: r-b}\n")
 	for _, p := range paths {
-		fmt.Fprintf(&yml, "  - {id: a-%s, base_url: %q, api_key_env: LEAK_KEY, region: r-a}\n", p.model, srv.URL+"/v1")
+		fmt.Fprintf(&yml, "  - {id: a-%s, base_url: \"{{url:up}}\", api_key_env: LEAK_KEY, region: r-a}\n", p.model)
 	}
 	yml.WriteString("models:\n")
 	for _, p := range paths {
@@ -248,34 +122,37 @@ func TestCredentialNeverLeaks(t *testing.T) {
 			fmt.Fprintf(&yml, "    policy: %s\n", p.policy)
 		}
 	}
-	g := startLeakGW(t, yml.String(), map[string]string{"LEAK_KEY": secret}, 1)
+	g := gwtest.Start(t, gwtest.Options{
+		APIKey: secret, Env: map[string]string{"LEAK_KEY": secret},
+		Wrap: map[string]func(http.Handler) http.Handler{"up": echoingUpstream},
+	}, yml.String(), "up")
 
-	replies := map[string]leakReply{}
+	replies := map[string]gwtest.Reply{}
 	var ids []string
 	for _, p := range paths {
-		var r leakReply
+		var r gwtest.Reply
 		if p.timer != nil {
-			done := g.sendAsync(p.model, p.stream)
+			done := g.Async(gwtest.ChatBody(p.model, p.stream))
 			p.timer(g)
-			r = <-done
+			r = testkit.Recv(t, done, p.model+" reply")
 		} else {
-			r = g.send(p.model, p.stream)
+			r = g.Post(gwtest.ChatBody(p.model, p.stream))
 		}
-		if r.status < 0 {
-			t.Fatalf("%s: %s", p.model, r.body)
+		if r.Status < 0 {
+			t.Fatalf("%s: %s", p.model, r.Body)
 		}
-		id := r.header.Get("X-Request-Id")
+		id := r.Header.Get("X-Request-Id")
 		replies[p.model], ids = r, append(ids, id)
 
-		for k, vs := range r.header {
+		for k, vs := range r.Header {
 			if strings.Contains(strings.Join(vs, ","), secret) {
 				t.Errorf("%s: credential in response header %s", p.model, k)
 			}
 		}
-		if strings.Contains(r.body, secret) {
-			t.Errorf("%s: credential in the client-visible body: %s", p.model, r.body)
+		if strings.Contains(r.Body, secret) {
+			t.Errorf("%s: credential in the client-visible body: %s", p.model, r.Body)
 		}
-		spans := g.exported(id)
+		spans := g.Trace(id)
 		if len(spans) == 0 {
 			t.Errorf("%s: trace %s not exported", p.model, id)
 		}
@@ -288,7 +165,7 @@ func TestCredentialNeverLeaks(t *testing.T) {
 
 	// Every path took the road it was written for (else this test proves
 	// less than it claims), and its log line says so.
-	logs := g.requestLogs(ids...)
+	logs := requestLogs(t, g, ids...)
 	for i, p := range paths {
 		rec := logs[ids[i]]
 		if rec == nil {
@@ -301,11 +178,11 @@ func TestCredentialNeverLeaks(t *testing.T) {
 			t.Errorf("%s: log line failover_path=%v, want %q", p.model, rec["failover_path"], p.path)
 		}
 	}
-	if strings.Contains(g.logs.String(), secret) {
-		t.Errorf("credential in the log:\n%s", g.logs.String())
+	if strings.Contains(g.Logs.String(), secret) {
+		t.Errorf("credential in the log:\n%s", g.Logs.String())
 	}
 
-	resp, err := http.Get("http://" + g.gw.AdminAddr() + "/metrics")
+	resp, err := http.Get(g.AdminURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +198,7 @@ func TestCredentialNeverLeaks(t *testing.T) {
 	// The credential did reach the upstreams: this test looked for a value
 	// that was really in use.
 	sent := 0
-	for _, req := range fake.Log() {
+	for _, req := range g.Ups["up"].Log() {
 		if req.Header.Get("Authorization") == "Bearer "+secret {
 			sent++
 		}

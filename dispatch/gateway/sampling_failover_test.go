@@ -1,11 +1,9 @@
 package gateway_test
 
 import (
-	"fmt"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -14,19 +12,16 @@ import (
 // is not exported, while every trace of a request that failed over, skipped
 // an open channel or ended in an error is exported whole.
 func TestSamplingKeepsEveryFailover(t *testing.T) {
-	fake := upstream.New(upstream.Options{Name: "up"})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(func() { fake.Close(); srv.Close() })
-	yml := fmt.Sprintf(`
+	yml := `
 listen: {{listen}}
 admin_listen: {{admin}}
 region: test-1
 auth: {mode: none}
 telemetry: {healthy_sample_ratio: 0}
 channels:
-  - {id: a, base_url: %[1]q, region: r-a}
-  - {id: b, base_url: %[1]q, region: r-b}
-  - {id: flaky, base_url: %[1]q, region: r-a}
+  - {id: a, base_url: "{{url:up}}", api_key_env: CHANNEL_KEY, region: r-a}
+  - {id: b, base_url: "{{url:up}}", api_key_env: CHANNEL_KEY, region: r-b}
+  - {id: flaky, base_url: "{{url:up}}", api_key_env: CHANNEL_KEY, region: r-a}
 models:
   - name: healthy
     chain:
@@ -38,9 +33,9 @@ models:
   - name: final
     chain:
       - {channel: a, upstream_model: "m|400", price: {input: 1, output: 1}}
-`, srv.URL+"/v1")
-	g := startLeakGW(t, yml, nil, 0)
-	if r := g.gw.Config().Telemetry.HealthySampleRatio; r != 0 {
+`
+	g := gwtest.Start(t, gwtest.Options{}, yml, "up")
+	if r := g.Process.Config().Telemetry.HealthySampleRatio; r != 0 {
 		t.Fatalf("config healthy_sample_ratio = %v", r)
 	}
 
@@ -62,12 +57,12 @@ models:
 		// server, dispatch, hop, await headers: a final error is an error.
 		{"final", false, "a:400", 4},
 	} {
-		r := g.send(tc.model, tc.stream)
-		if got := r.header.Get("X-Hopgate-Path"); got != tc.path {
+		r := g.Post(gwtest.ChatBody(tc.model, tc.stream))
+		if got := r.Header.Get("X-Hopgate-Path"); got != tc.path {
 			t.Fatalf("%s: path %q, want %q", tc.model, got, tc.path)
 		}
-		id := r.header.Get("X-Request-Id")
-		spans := g.exported(id)
+		id := r.Header.Get("X-Request-Id")
+		spans := g.Trace(id)
 		if len(spans) != tc.spans {
 			t.Errorf("%s %q: %d spans exported, want %d", tc.model, tc.path, len(spans), tc.spans)
 		}

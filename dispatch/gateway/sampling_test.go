@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/dispatch/gateway"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // telemetry.healthy_sample_ratio reaches the telemetry gateway.Start sets
@@ -35,38 +34,26 @@ func TestConfigHealthyRatioReachesExport(t *testing.T) {
 			}))
 			defer sink.Close()
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.URL)
-			up := upstream.New(upstream.Options{Name: "a"})
-			us := httptest.NewServer(up)
-			defer func() { up.Close(); us.Close() }()
-			cfg := parseLoopbackConfig(t, fmt.Sprintf(`
+			yml := fmt.Sprintf(`
 listen: "{{listen}}"
 admin_listen: "{{admin}}"
 region: test-1
 auth: {mode: none}
 telemetry: {healthy_sample_ratio: %s}
 channels:
-  - {id: a, base_url: %q}
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
 models:
   - name: m
     chain: [{channel: a, upstream_model: m, price: {input: 1, output: 1}}]
-`, tc.ratio, us.URL+"/v1"), nil)
-			gw, err := gateway.Start(context.Background(), cfg, gateway.Options{DrainTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.Post("http://"+gw.Addr()+"/v1/chat/completions", "application/json",
-				strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != "a:ok" {
-				t.Fatalf("status %d path %q: not a healthy request", resp.StatusCode, resp.Header.Get("X-Hopgate-Path"))
+`, tc.ratio)
+			g := gwtest.Start(t, gwtest.Options{OwnTelemetry: true, Clock: clockwork.NewRealClock(), UpstreamClock: clockwork.NewRealClock()}, yml, "a")
+			r := g.Post(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:ok" {
+				t.Fatalf("status %d path %q: not a healthy request", r.Status, r.Header.Get("X-Hopgate-Path"))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if err := gw.Shutdown(ctx); err != nil { // flushes the span exporter
+			if err := g.Shutdown(ctx); err != nil { // flushes the span exporter
 				t.Fatal(err)
 			}
 			if got := traces.Load() > 0; got != tc.spans {

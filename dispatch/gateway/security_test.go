@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/dispatch/gateway"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
 // TestClientKeysStoredOnlyAsHashes: a client key exists in memory only as
@@ -171,7 +171,7 @@ models: [{name: m, chain: [{channel: a, upstream_model: m, price: {input: 1, out
 	}
 
 	const token = "adm-0123456789abcdef"
-	r := relStart(t, relTwo("m", "admin: {token_env: ADMIN_TOKEN}\n"), gateway.Options{}, map[string]string{"ADMIN_TOKEN": token}, nil, "a", "b")
+	g := gwtest.Start(t, gwtest.Options{Env: map[string]string{"ADMIN_TOKEN": token}}, relTwo("m", "admin: {token_env: ADMIN_TOKEN}\n"), "a", "b")
 	get := func(base, path, auth string) int {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+base+path, nil)
 		if auth != "" {
@@ -184,7 +184,7 @@ models: [{name: m, chain: [{channel: a, upstream_model: m, price: {input: 1, out
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	adm := r.gw.AdminAddr()
+	adm := g.Process.AdminAddr()
 	for _, c := range []struct {
 		path, auth string
 		want       int
@@ -210,7 +210,7 @@ models: [{name: m, chain: [{channel: a, upstream_model: m, price: {input: 1, out
 	}
 	// The API listener serves none of it, token or not.
 	for _, p := range []string{"/metrics", "/admin", "/admin/failovers", "/healthz"} {
-		if got := get(r.gw.Addr(), p, "Bearer "+token); got != 404 && got != 405 {
+		if got := get(g.Process.Addr(), p, "Bearer "+token); got != 404 && got != 405 {
 			t.Errorf("API listener GET %s: %d, want 404", p, got)
 		}
 	}
@@ -224,16 +224,16 @@ func TestUpstreamHostComesOnlyFromConfig(t *testing.T) {
 	decoy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { decoyHits.Add(1) }))
 	defer decoy.Close()
 	dh := strings.TrimPrefix(decoy.URL, "http://")
-	r := relStart(t, relTwo("m", ""), gateway.Options{}, nil, nil, "a", "b")
+	g := gwtest.Start(t, gwtest.Options{}, relTwo("m", ""), "a", "b")
 	body := `{"model":"m","base_url":"` + decoy.URL + `/v1","api_base":"` + decoy.URL + `","messages":[{"role":"user","content":"hi"}]}`
-	resp, out := r.post(body, map[string]string{
+	r := g.PostCtx(t.Context(), body, map[string]string{
 		"Host": dh, "X-Forwarded-Host": dh, "X-Forwarded-Proto": "http", "Forwarded": "host=" + dh,
 		"X-Original-URL": decoy.URL, "X-Rewrite-URL": decoy.URL,
 	})
-	if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != "a:ok" {
-		t.Fatalf("status %d path %q %s", resp.StatusCode, resp.Header.Get("X-Hopgate-Path"), out)
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:ok" {
+		t.Fatalf("status %d path %q %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 	}
-	req, _ := http.NewRequest(http.MethodPost, r.url("/v1/chat/completions?base_url="+decoy.URL), strings.NewReader(relChat))
+	req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions?base_url="+decoy.URL, strings.NewReader(relChat))
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("query string request: %v %v", resp, err)
 	} else {
@@ -242,7 +242,7 @@ func TestUpstreamHostComesOnlyFromConfig(t *testing.T) {
 	if n := decoyHits.Load(); n != 0 {
 		t.Fatalf("the client-named host received %d requests", n)
 	}
-	log := r.ups["a"].Log()
+	log := g.Ups["a"].Log()
 	if len(log) != 2 {
 		t.Fatalf("configured upstream saw %d requests, want 2", len(log))
 	}
@@ -263,11 +263,11 @@ func TestUpstreamTLSIsVerified(t *testing.T) {
 	bad.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake errors are the point
 	bad.StartTLS()
 	defer bad.Close()
-	r := relStart(t, relTwo("m", ""), gateway.Options{}, nil, map[string]string{"a": bad.URL + "/v1"}, "b")
+	g := gwtest.Start(t, gwtest.Options{URLs: map[string]string{"a": bad.URL + "/v1"}}, relTwo("m", ""), "b")
 	for _, body := range []string{relChat, relChatStream} {
-		resp, out := r.post(body, nil)
-		if resp.StatusCode != 200 || resp.Header.Get("X-Hopgate-Path") != "a:tls -> b:ok" {
-			t.Fatalf("status %d path %q %s", resp.StatusCode, resp.Header.Get("X-Hopgate-Path"), out)
+		r := g.Post(body)
+		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:tls -> b:ok" {
+			t.Fatalf("status %d path %q %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 		}
 	}
 	if n := served.Load(); n != 0 {
@@ -323,15 +323,15 @@ var allowedResponseHeaders = map[string]bool{
 func TestUpstreamResponseHeadersAreFiltered(t *testing.T) {
 	for _, status := range []int{200, 400} {
 		up := httptest.NewServer(hostileUpstream(status))
-		r := relStart(t, relTwo("m", ""), gateway.Options{}, nil, map[string]string{"a": up.URL + "/v1"}, "b")
+		g := gwtest.Start(t, gwtest.Options{URLs: map[string]string{"a": up.URL + "/v1"}}, relTwo("m", ""), "b")
 		for _, body := range []string{relChat, relChatStream} {
-			resp, out := r.post(body, nil)
-			if resp.StatusCode != status || resp.Header.Get("X-Hopgate-Path") != "a:"+map[int]string{200: "ok", 400: "400"}[status] {
-				t.Fatalf("status %d path %q: %s", resp.StatusCode, resp.Header.Get("X-Hopgate-Path"), out)
+			r := g.Post(body)
+			if r.Status != status || r.Header.Get("X-Hopgate-Path") != "a:"+map[int]string{200: "ok", 400: "400"}[status] {
+				t.Fatalf("status %d path %q: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 			}
-			for k := range resp.Header {
+			for k := range r.Header {
 				if !allowedResponseHeaders[k] {
-					t.Errorf("upstream %d, %s: header %s=%q reached the client", status, body[:30], k, resp.Header.Get(k))
+					t.Errorf("upstream %d, %s: header %s=%q reached the client", status, body[:30], k, r.Header.Get(k))
 				}
 			}
 		}
@@ -346,27 +346,27 @@ var traceIDRe = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // client traceparent makes the request a child span of the client's trace,
 // which is correlation, not authority.
 func TestClientRequestIDOnlyCorrelates(t *testing.T) {
-	r := relStart(t, relTwo("m", ""), gateway.Options{}, nil, nil, "a", "b")
-	resp, _ := r.post(relChat, map[string]string{"X-Request-Id": "evil"})
-	id := resp.Header.Get("X-Request-Id")
+	g := gwtest.Start(t, gwtest.Options{}, relTwo("m", ""), "a", "b")
+	r := g.PostCtx(t.Context(), relChat, map[string]string{"X-Request-Id": "evil"})
+	id := r.Header.Get("X-Request-Id")
 	if id == "evil" || !traceIDRe.MatchString(id) {
 		t.Fatalf("X-Request-Id %q: want a server-generated trace id", id)
 	}
-	if tp := resp.Header.Get("Traceparent"); !strings.Contains(tp, id) {
+	if tp := r.Header.Get("Traceparent"); !strings.Contains(tp, id) {
 		t.Fatalf("traceparent %q does not carry %s", tp, id)
 	}
-	if got := r.ups["a"].Log()[0].Header.Get("X-Request-Id"); got == "evil" {
+	if got := g.Ups["a"].Log()[0].Header.Get("X-Request-Id"); got == "evil" {
 		t.Fatal("client X-Request-Id forwarded upstream as if it were ours")
 	}
 
 	const clientTrace, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	resp, _ = r.post(relChat, map[string]string{"Traceparent": "00-" + clientTrace + "-" + clientSpan + "-01", "X-Request-Id": "evil"})
-	if got := resp.Header.Get("X-Request-Id"); got != clientTrace {
+	r = g.PostCtx(t.Context(), relChat, map[string]string{"Traceparent": "00-" + clientTrace + "-" + clientSpan + "-01", "X-Request-Id": "evil"})
+	if got := r.Header.Get("X-Request-Id"); got != clientTrace {
 		t.Fatalf("X-Request-Id %q, want the client's trace id %s (we join its trace)", got, clientTrace)
 	}
-	_ = r.tel.TracerProvider.ForceFlush(t.Context())
+	_ = g.Tel.TracerProvider.ForceFlush(t.Context())
 	found := false
-	for _, s := range r.spans.GetSpans() {
+	for _, s := range g.Spans.GetSpans() {
 		if s.SpanKind == trace.SpanKindServer && s.SpanContext.TraceID().String() == clientTrace {
 			found = true
 			if !s.Parent.IsRemote() || s.Parent.SpanID().String() != clientSpan {
@@ -381,8 +381,8 @@ func TestClientRequestIDOnlyCorrelates(t *testing.T) {
 		t.Fatal("no server span in the client's trace")
 	}
 	// A malformed traceparent is ignored: a fresh trace, no error.
-	resp, _ = r.post(relChat, map[string]string{"Traceparent": "00-zz-evil-01"})
-	if id := resp.Header.Get("X-Request-Id"); !traceIDRe.MatchString(id) || resp.StatusCode != 200 {
-		t.Fatalf("malformed traceparent: status %d id %q", resp.StatusCode, id)
+	r = g.PostCtx(t.Context(), relChat, map[string]string{"Traceparent": "00-zz-evil-01"})
+	if id := r.Header.Get("X-Request-Id"); !traceIDRe.MatchString(id) || r.Status != 200 {
+		t.Fatalf("malformed traceparent: status %d id %q", r.Status, id)
 	}
 }

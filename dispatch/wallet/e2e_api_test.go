@@ -2,6 +2,7 @@ package wallet_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -309,5 +310,45 @@ func TestClientGone(t *testing.T) {
 	}
 	if tn := e.tenant(); tn.ReservedMicros != 0 {
 		t.Fatalf("wallet %+v", tn)
+	}
+}
+
+// Why: Anthropic clients on POST /v1/messages get the 402 in Anthropic's
+// shape (billing_error), authenticate with x-api-key, and are charged the
+// usage the (translated) answer reported.
+func TestMessagesEndpointCharges(t *testing.T) {
+	e := newE2E(t, "sqlite")
+	ctx := context.Background()
+	e.st.CreateTenant(ctx, "acme", "test")
+	g := e.start(e.configYAML("m|tokens=8", "ok", ""), t0)
+	send := func() reply {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr()+"/v1/messages",
+			strings.NewReader(`{"model":"m","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"two words"}]}`))
+		req.Header.Set("x-api-key", acmeKey)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{resp.StatusCode, resp.Header, string(b)}
+	}
+	r := send()
+	if r.status != http.StatusPaymentRequired || !strings.Contains(r.body, `"type":"error"`) ||
+		!strings.Contains(r.body, `"type":"billing_error"`) || !strings.Contains(r.body, "insufficient_balance") {
+		t.Fatalf("402: %d %s", r.status, r.body)
+	}
+	if len(e.ups["a"].Log()) != 0 {
+		t.Fatal("the refused request reached the upstream")
+	}
+	e.st.TopUp(ctx, "acme", 1_000_000, "test")
+	if r := send(); r.status != http.StatusOK || !strings.Contains(r.body, "message_stop") {
+		t.Fatalf("after the top-up: %d %s", r.status, r.body)
+	}
+	led, _ := e.st.Ledger(ctx, "acme", 1)
+	if row := led[0]; row.Kind != store.KindCharge || row.Estimated || row.OutputTokens != 8 || row.AmountMicros != -listPrice.Cost(row.InputTokens, 8) {
+		t.Fatalf("charge %+v", row)
 	}
 }

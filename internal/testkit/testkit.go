@@ -1,6 +1,9 @@
 // Package testkit holds the few helpers that tests of several packages
-// need alike (a free loopback address, a log buffer safe for concurrent
-// writers). It is for tests only; nothing in the gateway imports it.
+// need alike: a free loopback address, a log buffer safe for concurrent
+// writers, and the one bounded wait on a condition (Eventually, Recv) that
+// replaces hand-rolled polling loops. Its sub-packages start real
+// components: gwtest a gateway, pgtest PostgreSQL. It is for tests only;
+// nothing in the gateway imports it.
 package testkit
 
 import (

@@ -78,6 +78,8 @@ type chunkChoice struct {
 	Delta        delta     `json:"delta"`
 	Logprobs     *struct{} `json:"logprobs"`
 	FinishReason *string   `json:"finish_reason"`
+	// ContentFilterResults is Azure's annotation (nil elsewhere).
+	ContentFilterResults any `json:"content_filter_results,omitempty"`
 }
 
 type chatChunk struct {
@@ -88,6 +90,8 @@ type chatChunk struct {
 	SystemFingerprint string          `json:"system_fingerprint"`
 	Choices           []chunkChoice   `json:"choices"`
 	Usage             json.RawMessage `json:"usage,omitempty"`
+	// PromptFilterResults is Azure's prompt annotation (nil elsewhere).
+	PromptFilterResults any `json:"prompt_filter_results,omitempty"`
 }
 
 func mustJSON(v any) []byte {
@@ -121,6 +125,14 @@ func serveChat(ex *exchange) {
 		pieces = toolArgs(pieces)
 		finish = "tool_calls"
 	}
+	if ex.fault.Stop != "" {
+		finish = ex.fault.Stop
+	}
+	azure := ex.dialect == DialectAzure
+	var filters func() any // Azure's per-choice annotation
+	if azure {
+		filters = func() any { return azureChoiceFilterResults(finish == "content_filter") }
+	}
 	if !ex.req.Stream {
 		text := strings.Join(pieces, "")
 		msg := map[string]any{"role": "assistant", "content": text, "refusal": nil}
@@ -131,14 +143,19 @@ func serveChat(ex *exchange) {
 				"function": map[string]any{"name": "lookup", "arguments": text},
 			}}
 		}
-		body := mustJSON(map[string]any{
+		answer := map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": ex.model,
 			"system_fingerprint": fp,
 			"choices": []map[string]any{{
 				"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish,
 			}},
 			"usage": ex.usage(len(pieces)),
-		})
+		}
+		if azure {
+			answer["prompt_filter_results"] = azurePromptFilterResults()
+			answer["choices"].([]map[string]any)[0]["content_filter_results"] = filters()
+		}
+		body := mustJSON(answer)
 		ex.bodyEndless("application/json", body,
 			[]byte(`{"id":"`+id+`","object":"chat.completion","model":`+string(mustJSON(ex.model))+`,"choices":[{"index":0,"message":{"role":"assistant","content":"`))
 		return
@@ -148,10 +165,18 @@ func serveChat(ex *exchange) {
 		usageNull = json.RawMessage("null") // as OpenAI does on every chunk but the last
 	}
 	chunk := func(d delta, finish *string) []byte {
+		c := chunkChoice{Delta: d, FinishReason: finish}
+		switch {
+		case !azure:
+		case d.Content != nil && *d.Content != "" || d.ToolCalls != nil || finish != nil && *finish == "content_filter":
+			c.ContentFilterResults = filters()
+		default: // role and finish chunks carry an empty annotation
+			c.ContentFilterResults = struct{}{}
+		}
 		return sse(mustJSON(chatChunk{
 			ID: id, Object: "chat.completion.chunk", Created: created, Model: ex.model,
 			SystemFingerprint: fp, Usage: usageNull,
-			Choices: []chunkChoice{{Delta: d, FinishReason: finish}},
+			Choices: []chunkChoice{c},
 		}))
 	}
 	empty := ""
@@ -159,8 +184,12 @@ func serveChat(ex *exchange) {
 	if ex.fault.ToolCalls {
 		role.Content = nil
 	}
+	head := [][]byte{chunk(role, nil)}
+	if azure { // Azure's first chunk: the prompt annotation alone, no choices
+		head = append([][]byte{sse(mustJSON(chatChunk{Choices: []chunkChoice{}, PromptFilterResults: azurePromptFilterResults()}))}, head...)
+	}
 	p := streamPlan{
-		head: [][]byte{chunk(role, nil)},
+		head: head,
 		n:    len(pieces),
 		content: func(i int) []byte {
 			if ex.fault.ToolCalls {
@@ -174,7 +203,7 @@ func serveChat(ex *exchange) {
 			return chunk(delta{Content: &pieces[i]}, nil)
 		},
 		tail:    [][]byte{chunk(delta{}, &finish)},
-		done:    true,
+		end:     frameDone,
 		endless: []byte(`data: {"id":"` + id + `","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"`),
 	}
 	if ex.req.IncludeUsage {
@@ -213,7 +242,7 @@ func serveCompletions(ex *exchange) {
 		n:       len(pieces),
 		content: func(i int) []byte { return chunk(pieces[i], nil) },
 		tail:    [][]byte{chunk("", "stop")},
-		done:    true,
+		end:     frameDone,
 		endless: []byte(`data: {"id":"` + id + `","object":"text_completion","choices":[{"index":0,"text":"`),
 	}
 	if ex.req.IncludeUsage {

@@ -35,6 +35,9 @@ const (
 	KindEndlessFrame
 	KindEndlessBody
 	KindRedirect
+	KindStreamErrorAfter
+	KindCutBeforeFinish
+	KindModelNotReady
 )
 
 // kindNames is the grammar word of each kind. KindStatus is written as the
@@ -61,6 +64,9 @@ var kindNames = map[Kind]string{
 	KindEndlessFrame:     "endless-frame",
 	KindEndlessBody:      "endless-body",
 	KindRedirect:         "redirect",
+	KindStreamErrorAfter: "stream-error-after",
+	KindCutBeforeFinish:  "cut-before-finish",
+	KindModelNotReady:    "model-not-ready",
 }
 
 // String returns the grammar word of the kind.
@@ -91,10 +97,14 @@ type Fault struct {
 	Duration      time.Duration // slow-first-token, stall, flap (down time)
 	Period        time.Duration // flap: period of the down/up cycle; 0 = down once
 	Cut           int           // KindCut: content tokens sent before the connection dies
+	After         int           // KindStreamErrorAfter: content frames sent before the error frame
 
 	Tokens     int           // answer length; DefaultTokens, or 2*Cut for cut when unset
-	ToolCalls  bool          // stream tool_calls deltas instead of content (chat only)
+	ToolCalls  bool          // stream tool_calls deltas (tool_use blocks) instead of content
 	FrameDelay time.Duration // per-model override of Options.FrameDelay; 0 = server default
+	Stop       string        // "stop=R": the finish_reason / stop_reason R instead of the natural one
+	ErrorType  string        // "error=T": the error type of an in-stream error (the dialect's default when "")
+	CacheWrite bool          // "cache-write": cache_control tokens are written, not read (Anthropic usage)
 
 	tokensSet bool
 }
@@ -147,6 +157,15 @@ func ParseFault(model string) (Fault, error) {
 	}
 	if f.Times > 0 && f.Kind == KindNone {
 		return Fault{}, faultErr(model, "once/times without a fault")
+	}
+	if f.ErrorType != "" && f.Kind != KindStreamError && f.Kind != KindStreamErrorEvent && f.Kind != KindStreamErrorAfter {
+		return Fault{}, faultErr(model, "error=%s needs stream-error, stream-error-event or stream-error-after", f.ErrorType)
+	}
+	if f.Kind == KindStreamErrorAfter && f.tokensSet && f.Tokens <= f.After {
+		return Fault{}, faultErr(model, "tokens=%d must exceed stream-error-after=%d", f.Tokens, f.After)
+	}
+	if f.Kind == KindStreamErrorAfter && !f.tokensSet {
+		f.Tokens = max(f.Tokens, f.After+1)
 	}
 	if f.Kind == KindCut {
 		if !f.tokensSet {
@@ -217,6 +236,47 @@ func (f *Fault) apply(word string) (isFault bool, err error) {
 		}
 		f.FrameDelay, err = parseDuration(value)
 		return false, err
+	case "stop":
+		if err := needValue(); err != nil {
+			return false, err
+		}
+		if f.Stop != "" {
+			return false, errors.New("stop given twice")
+		}
+		if !stopReasons[value] {
+			return false, fmt.Errorf("unknown stop reason %q (OpenAI: %s; Anthropic: %s)", value, strings.Join(openAIStops, ", "), strings.Join(anthropicStops, ", "))
+		}
+		f.Stop = value
+		return false, nil
+	case "error":
+		if err := needValue(); err != nil {
+			return false, err
+		}
+		if f.ErrorType != "" {
+			return false, errors.New("error given twice")
+		}
+		if !isIdent(value) {
+			return false, fmt.Errorf("error type %q is not an identifier like overloaded_error or throttlingException", value)
+		}
+		f.ErrorType = value
+		return false, nil
+	case "cache-write":
+		if hasValue {
+			return false, errors.New("cache-write takes no value")
+		}
+		f.CacheWrite = true
+		return false, nil
+	case "stream-error-after":
+		if err := needValue(); err != nil {
+			return false, err
+		}
+		f.Kind = KindStreamErrorAfter
+		f.After, err = parseCount(value, 0, maxTokens-1)
+		return true, err
+	case "cut-before-finish":
+		return noValue(KindCutBeforeFinish)
+	case "model-not-ready":
+		return noValue(KindModelNotReady)
 	case "context-length":
 		return noValue(KindContextLength)
 	case "content-filter":
@@ -348,6 +408,8 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, "|%s=%s", f.Kind, f.Duration)
 	case KindCut:
 		fmt.Fprintf(&b, "|cut=%d", f.Cut)
+	case KindStreamErrorAfter:
+		fmt.Fprintf(&b, "|stream-error-after=%d", f.After)
 	case KindFlap:
 		fmt.Fprintf(&b, "|flap=%s", f.Duration)
 		if f.Period > 0 {
@@ -368,6 +430,15 @@ func (f Fault) String() string {
 	if f.FrameDelay > 0 {
 		fmt.Fprintf(&b, "|frame-delay=%s", f.FrameDelay)
 	}
+	if f.Stop != "" {
+		b.WriteString("|stop=" + f.Stop)
+	}
+	if f.ErrorType != "" {
+		b.WriteString("|error=" + f.ErrorType)
+	}
+	if f.CacheWrite {
+		b.WriteString("|cache-write")
+	}
 	return b.String()
 }
 
@@ -375,4 +446,32 @@ func (f Fault) String() string {
 // since the fault was set.
 func (f Fault) active(n int) bool {
 	return f.Kind != KindNone && (f.Times == 0 || n <= f.Times)
+}
+
+// The finish reasons of each family that "stop=R" may name. A reason of the
+// other family is refused when the request arrives (see Fault.dialectError).
+var (
+	openAIStops    = []string{"stop", "length", "tool_calls", "content_filter", "function_call"}
+	anthropicStops = []string{"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "model_context_window_exceeded"}
+	stopReasons    = func() map[string]bool {
+		m := map[string]bool{}
+		for _, r := range append(append([]string{}, openAIStops...), anthropicStops...) {
+			m[r] = true
+		}
+		return m
+	}()
+)
+
+// isIdent reports whether s is a non-empty run of ASCII letters, digits and
+// underscores: an error type such as overloaded_error or throttlingException.
+func isIdent(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

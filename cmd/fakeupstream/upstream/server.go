@@ -6,10 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -46,19 +46,77 @@ type Options struct {
 	// answered (main uses it to log; tests use it to know a request arrived).
 	// It runs on the handler goroutine: keep it short.
 	OnRequest func(Request)
+
+	// AzureAPIKey is the key the azure dialect accepts in the api-key
+	// header (and, on the v1 API, as a bearer token). Any other key is a
+	// 401 in Azure's shape. Empty: DefaultAzureAPIKey.
+	AzureAPIKey string
+	// AzureADToken is the Microsoft Entra ID access token the azure dialect
+	// accepts as "Authorization: Bearer". Empty: DefaultAzureADToken.
+	AzureADToken string
+	// AnthropicAPIKey is the x-api-key the anthropic dialect accepts.
+	// Empty: DefaultAnthropicAPIKey.
+	AnthropicAPIKey string
+	// AWSAccessKeyID, AWSSecretAccessKey and AWSSessionToken are the
+	// credentials whose SigV4 signatures the bedrock dialect accepts; an
+	// unknown access key is UnrecognizedClientException, a signature made
+	// with another secret InvalidSignatureException. Empty key or secret:
+	// DefaultAWSAccessKeyID and DefaultAWSSecretAccessKey; empty session
+	// token: requests must carry none.
+	AWSAccessKeyID     string
+	AWSSecretAccessKey string
+	AWSSessionToken    string
+	// AWSRegion is the region signatures must be scoped to. Empty:
+	// DefaultAWSRegion.
+	AWSRegion string
+	// AWSMaxSkew, when positive, refuses signatures whose X-Amz-Date is
+	// further than this from Clock (AWS allows 5 minutes). Zero: not
+	// checked, since tests run a fake clock and the SDK signs with the
+	// wall clock.
+	AWSMaxSkew time.Duration
+	// GoogleProject is the project the vertex dialect serves; another
+	// project in the URL is a 403 PERMISSION_DENIED. Empty:
+	// DefaultGoogleProject.
+	GoogleProject string
+	// GoogleTokenLifetime is the lifetime of access tokens minted by the
+	// token endpoint, on Clock. Zero: DefaultGoogleTokenLifetime.
+	GoogleTokenLifetime time.Duration
+	// CloudBetas are the anthropic-beta values Bedrock (anthropic_beta in
+	// the body) and Vertex (the anthropic-beta header) accept; any other is
+	// a 400 there. The anthropic dialect accepts every beta. Nil:
+	// DefaultCloudBetas.
+	CloudBetas []string
 }
+
+// Defaults of the dialects' credentials: what a test configures its
+// gateway channel with when it does not set its own.
+const (
+	DefaultAzureAPIKey         = "fake-azure-api-key"
+	DefaultAzureADToken        = "fake-entra-id-token"
+	DefaultAnthropicAPIKey     = "sk-ant-fake"
+	DefaultAWSAccessKeyID      = "AKIAFAKEUPSTREAM0001"
+	DefaultAWSSecretAccessKey  = "fakeupstream+secret+access+key/for/tests"
+	DefaultAWSRegion           = "us-east-1"
+	DefaultGoogleProject       = "fake-project"
+	DefaultGoogleTokenLifetime = time.Hour
+)
 
 // Request is one entry of the request log.
 type Request struct {
 	Time      time.Time
 	Method    string
 	Path      string
-	Model     string // as sent by the client, fault suffix included; "" when none
+	Model     string // as sent (URL or body), fault suffix included; "" when none
 	Effective string // Model plus any SetFault override: what the fault was parsed from
 	Stream    bool
 	Header    http.Header // clone of the request headers
 	Body      []byte
-	Attempt   int // 1-based count of requests naming Model; 0 when Model is ""
+	Attempt   int     // 1-based count of requests naming Model; 0 when Model is ""
+	Dialect   Dialect // the API the path named
+	// Anthropic is the decoded body of an anthropic, bedrock or vertex
+	// request (nil for other dialects, or when the body did not decode).
+	// Log shares it between copies: do not modify it.
+	Anthropic *MessagesRequest
 }
 
 // Server is the fake provider. It implements http.Handler; serve it with
@@ -71,11 +129,15 @@ type Server struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
+	signer *v4.Signer
+
 	mu        sync.Mutex
 	log       []Request
 	models    map[string]*modelState
 	overrides map[string]string
 	seq       int
+	accounts  map[string]serviceAccount // by client_email: keys the token endpoint trusts
+	tokens    map[string]issuedToken    // access tokens the vertex dialect accepts
 }
 
 // modelState is what the fake remembers per requested model name.
@@ -104,12 +166,34 @@ func New(opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 64 << 20
 	}
+	setDefault(&opts.AzureAPIKey, DefaultAzureAPIKey)
+	setDefault(&opts.AzureADToken, DefaultAzureADToken)
+	setDefault(&opts.AnthropicAPIKey, DefaultAnthropicAPIKey)
+	setDefault(&opts.AWSAccessKeyID, DefaultAWSAccessKeyID)
+	setDefault(&opts.AWSSecretAccessKey, DefaultAWSSecretAccessKey)
+	setDefault(&opts.AWSRegion, DefaultAWSRegion)
+	setDefault(&opts.GoogleProject, DefaultGoogleProject)
+	if opts.GoogleTokenLifetime <= 0 {
+		opts.GoogleTokenLifetime = DefaultGoogleTokenLifetime
+	}
+	if opts.CloudBetas == nil {
+		opts.CloudBetas = DefaultCloudBetas
+	}
 	return &Server{
 		opts:      opts,
 		clock:     opts.Clock,
 		closed:    make(chan struct{}),
+		signer:    newSigner(),
 		models:    map[string]*modelState{},
 		overrides: map[string]string{},
+		accounts:  map[string]serviceAccount{},
+		tokens:    map[string]issuedToken{},
+	}
+}
+
+func setDefault(s *string, def string) {
+	if *s == "" {
+		*s = def
 	}
 }
 
@@ -187,15 +271,16 @@ type admission struct {
 	firstSeen    time.Time
 }
 
-func (s *Server) record(r *http.Request, body []byte, model string, stream bool) admission {
+// record logs the request (req carries what the handler parsed: Model,
+// Stream, Body, Dialect, Anthropic) and counts its attempt.
+func (s *Server) record(r *http.Request, req Request) admission {
 	now := s.clock.Now()
+	model := req.Model
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	a := admission{seq: s.seq, req: Request{
-		Time: now, Method: r.Method, Path: r.URL.Path, Model: model, Effective: model,
-		Stream: stream, Header: r.Header.Clone(), Body: body,
-	}}
+	req.Time, req.Method, req.Path, req.Effective, req.Header = now, r.Method, r.URL.Path, model, r.Header.Clone()
+	a := admission{seq: s.seq, req: req}
 	if model != "" {
 		st := s.models[model]
 		if st == nil {
@@ -225,9 +310,10 @@ func (s *Server) record(r *http.Request, body []byte, model string, stream bool)
 
 // endpoint is one route of the fake API.
 type endpoint struct {
-	method string
-	form   bool // multipart body: the model is a form field
-	serve  func(*exchange)
+	method   string
+	form     bool // multipart body: the model is a form field
+	messages bool // an Anthropic Messages body
+	serve    func(*exchange)
 }
 
 var routes = map[string]endpoint{
@@ -241,97 +327,169 @@ var routes = map[string]endpoint{
 	"/models":               {method: http.MethodGet},
 }
 
-// ServeHTTP answers one request. Paths are accepted with or without the
-// "/v1" prefix. Some faults end the handler with panic(http.ErrAbortHandler),
+// ServeHTTP answers one request in the dialect its path names (see the
+// package doc). OpenAI paths are accepted with or without the "/v1"
+// prefix. Some faults end the handler with panic(http.ErrAbortHandler),
 // which net/http turns into an aborted connection: serve the Server from a
 // real listener, not a ResponseRecorder.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	path := strings.TrimPrefix(r.URL.Path, "/v1")
-	ep, ok := routes[path]
-	if !ok {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", "fakeupstream: unknown path "+r.URL.Path)
+	tgt := route(r)
+	ex := &exchange{
+		s: s, w: w, r: r, rc: http.NewResponseController(w), ctx: r.Context(),
+		tgt: tgt, dialect: tgt.dialect, delay: s.opts.FrameDelay, now: s.clock.Now(),
+	}
+	if !tgt.found {
+		ex.clientError(http.StatusNotFound, "unknown_url", "fakeupstream: unknown path "+r.URL.Path)
 		return
 	}
-	if r.Method != ep.method {
-		w.Header().Set("Allow", ep.method)
-		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "fakeupstream: use "+ep.method)
+	if r.Method != tgt.ep.method {
+		w.Header().Set("Allow", tgt.ep.method)
+		ex.clientError(http.StatusMethodNotAllowed, "method_not_allowed", "fakeupstream: use "+tgt.ep.method)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
-		s.record(r, body, "", false)
+		s.record(r, Request{Body: body, Dialect: tgt.dialect})
 		if errors.As(err, new(*http.MaxBytesError)) {
-			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "fakeupstream: body too large")
+			ex.clientError(http.StatusRequestEntityTooLarge, "request_too_large", "fakeupstream: body too large")
 		}
 		return // otherwise the client went away mid-body
 	}
-	var (
-		p    parsed
-		perr error
-	)
-	if ep.form {
-		p, perr = parseForm(r, body)
-	} else if ep.serve != nil {
-		p, perr = parseJSON(body)
-	}
-	a := s.record(r, body, p.Model, p.Stream)
+	ex.raw = body
+	perr := ex.parse(body)
+	a := s.record(r, Request{Model: ex.model, Stream: ex.req.Stream, Body: body, Dialect: tgt.dialect, Anthropic: ex.msgs})
 	if s.opts.OnRequest != nil {
 		s.opts.OnRequest(a.req)
 	}
-	w.Header().Set("X-Fake-Upstream", s.opts.Name)
-	w.Header().Set("X-Request-Id", "req_"+s.opts.Name+"_"+itoa(a.seq))
-	if s.opts.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
-		writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+	ex.seq, ex.now = a.seq, a.req.Time
+	ex.setIDHeaders()
+	if !ex.authorized() {
 		return
 	}
-	if ep.serve == nil {
+	if tgt.ep.serve == nil {
 		serveModels(w, s)
 		return
 	}
 	if perr != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "fakeupstream: "+perr.Error())
+		ex.clientError(http.StatusBadRequest, "invalid_request", "fakeupstream: "+perr.Error())
 		return
 	}
-	if p.Model == "" {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "missing_model", "you must provide a model parameter")
+	if !ex.valid() {
+		return
+	}
+	if ex.model == "" {
+		ex.clientError(http.StatusBadRequest, "missing_model", "you must provide a model parameter")
 		return
 	}
 	f, err := ParseFault(a.req.Effective)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "unknown_fault", err.Error())
+		ex.clientError(http.StatusBadRequest, "unknown_fault", err.Error())
+		return
+	}
+	if msg := f.dialectError(ex.dialect); msg != "" {
+		ex.clientError(http.StatusBadRequest, "unknown_fault", "fakeupstream: "+msg)
 		return
 	}
 	if !f.active(a.faultAttempt) {
 		f.Kind = KindNone
 	}
-	ex := &exchange{
-		s: s, w: w, r: r, rc: http.NewResponseController(w), ctx: r.Context(),
-		req: p, fault: f, seq: a.seq, now: a.req.Time,
-		model: p.Model, delay: s.opts.FrameDelay,
-	}
+	ex.fault = f
 	if f.FrameDelay > 0 {
 		ex.delay = f.FrameDelay
 	}
 	if ex.preFault(a.firstSeen) {
 		return
 	}
-	ep.serve(ex)
+	tgt.ep.serve(ex)
+}
+
+// parse reads the body as the dialect's endpoint expects it and sets
+// ex.req, ex.msgs and ex.model (the URL's model wins over the body's).
+func (ex *exchange) parse(body []byte) error {
+	var err error
+	switch {
+	case ex.tgt.ep.form:
+		ex.req, err = parseForm(ex.r, body)
+	case ex.tgt.ep.messages:
+		var m *MessagesRequest
+		if m, err = parseMessagesRequest(body); err == nil {
+			ex.msgs, ex.req = m, parsedFromMessages(m)
+		}
+	case ex.dialect == DialectOAuth:
+		ex.req.Model = TokenModel
+	case ex.tgt.ep.serve != nil:
+		ex.req, err = parseJSON(body)
+	}
+	if ex.tgt.model != "" {
+		ex.req.Model = ex.tgt.model
+	}
+	if ex.dialect == DialectBedrock || ex.dialect == DialectVertex {
+		ex.req.Stream = ex.tgt.stream
+	}
+	ex.model = ex.req.Model
+	return err
+}
+
+// authorized checks the dialect's credential and answers its 401/403 when
+// it is wrong.
+func (ex *exchange) authorized() bool {
+	switch ex.dialect {
+	case DialectOpenAI:
+		if k := ex.s.opts.APIKey; k != "" && ex.r.Header.Get("Authorization") != "Bearer "+k {
+			writeError(ex.w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+			return false
+		}
+	case DialectAzure:
+		return ex.azureAuthorized()
+	case DialectAnthropic:
+		return ex.anthropicAuthorized()
+	case DialectBedrock:
+		return ex.bedrockAuthorized()
+	case DialectVertex:
+		return ex.vertexAuthorized()
+	}
+	return true
+}
+
+// valid checks what the dialect requires of a request beyond its JSON
+// shape (api-version, anthropic-version, max_tokens, ...) and answers the
+// provider's 4xx when it is missing.
+func (ex *exchange) valid() bool {
+	switch ex.dialect {
+	case DialectAzure:
+		return ex.azureValid()
+	case DialectAnthropic, DialectBedrock, DialectVertex:
+		if ex.dialect == DialectAnthropic && ex.r.Header.Get("Anthropic-Version") == "" {
+			ex.clientError(http.StatusBadRequest, "invalid_request", "anthropic-version: header is required")
+			return false
+		}
+		if msg := ex.msgs.check(ex.dialect, ex.s.opts.Name); msg != "" {
+			ex.clientError(http.StatusBadRequest, "invalid_request", msg)
+			return false
+		}
+		return ex.betasAccepted()
+	}
+	return true
 }
 
 // exchange is one request being answered.
 type exchange struct {
-	s      *Server
-	w      http.ResponseWriter
-	r      *http.Request
-	rc     *http.ResponseController
-	ctx    context.Context
-	req    parsed
-	fault  Fault
-	seq    int
-	now    time.Time
-	model  string // as requested: echoed in responses
-	delay  time.Duration
-	frames int // frames written, for FrameDelay
+	s       *Server
+	w       http.ResponseWriter
+	r       *http.Request
+	rc      *http.ResponseController
+	ctx     context.Context
+	tgt     target
+	dialect Dialect
+	raw     []byte // the request body
+	req     parsed
+	msgs    *MessagesRequest // the anthropic, bedrock and vertex dialects
+	fault   Fault
+	seq     int
+	now     time.Time
+	model   string // as requested: echoed in responses
+	delay   time.Duration
+	frames  int // frames written, for FrameDelay
 }
 
 // preFault applies the faults decided before any endpoint logic (status
@@ -340,16 +498,19 @@ func (ex *exchange) preFault(firstSeen time.Time) bool {
 	f := ex.fault
 	switch f.Kind {
 	case KindStatus:
-		if f.HasRetryAfter {
-			ex.w.Header().Set("Retry-After", itoa(int(f.RetryAfter/time.Second)))
-		}
-		writeStatus(ex.w, f.Status)
+		ex.statusFault(f.Status)
 	case KindContextLength:
-		writeErrorParam(ex.w, http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", "messages",
-			"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.")
+		ex.contextLength()
 	case KindContentFilter:
+		if ex.dialect == DialectAzure {
+			ex.azureContentFilter()
+			return true
+		}
 		writeErrorParam(ex.w, http.StatusBadRequest, "invalid_request_error", "content_filter", "prompt",
 			"The response was filtered due to the prompt triggering the content management policy.")
+	case KindModelNotReady:
+		ex.bedrockError(http.StatusTooManyRequests, "ModelNotReadyException",
+			"Model is not ready for inference. Wait and try your request again. Refer to https://docs.aws.amazon.com/bedrock/latest/userguide/invoke-imported-model.html#handle-model-not-ready-exception.")
 	case KindReset:
 		ex.reset()
 	case KindNoHeaders:
@@ -364,15 +525,19 @@ func (ex *exchange) preFault(firstSeen time.Time) bool {
 		ex.w.WriteHeader(http.StatusFound)
 	case KindFlap:
 		if flapDown(f, ex.now.Sub(firstSeen)) {
-			writeStatus(ex.w, http.StatusServiceUnavailable)
+			ex.statusFault(http.StatusServiceUnavailable)
 			return true
 		}
 		ex.fault.Kind = KindNone
 		return false
 	case KindRejectPrefill:
 		if ex.req.lastRole() == "assistant" {
-			writeErrorParam(ex.w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "messages",
-				"This model does not support assistant message prefill. The conversation must end with a user message.")
+			const msg = "This model does not support assistant message prefill. The conversation must end with a user message."
+			if ex.msgs != nil {
+				ex.clientError(http.StatusBadRequest, "invalid_request", msg)
+			} else {
+				writeErrorParam(ex.w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "messages", msg)
+			}
 			return true
 		}
 		ex.fault.Kind = KindNone

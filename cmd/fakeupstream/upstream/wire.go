@@ -15,18 +15,25 @@ var (
 	frameMalformed = []byte("data: {not json\n\n")
 	frameDone      = []byte("data: [DONE]\n\n")
 	frameKeepAlive = []byte(": keep-alive\n\n")
-	errorPayload   = errorJSON("server_error", "stream_error", "", "fakeupstream: the model failed while generating")
 )
 
 // streamPlan is a healthy event stream, before faults are applied. Content
 // frames are rendered lazily so long answers are not held in memory.
 type streamPlan struct {
-	head    [][]byte           // role chunk / response.created: not decisive
+	head    [][]byte           // role chunk / response.created / message_start: not decisive
 	n       int                // number of content frames
-	content func(i int) []byte // i in [0, n)
-	tail    [][]byte           // finish chunk, usage chunk, response.completed
-	done    bool               // end with data: [DONE]
-	endless []byte             // start of the never-ending data line (endless faults)
+	content func(i int) []byte // i in [0, n); one frame may hold several events
+	closing int                // leading tail frames that only close content blocks (kept by cut-before-finish)
+	tail    [][]byte           // finish chunk, usage chunk, response.completed, message_delta
+	end     []byte             // terminal frame ([DONE], message_stop), left out by no-done; nil: none
+	endless []byte             // start of the never-ending frame (endless faults)
+
+	// The framing; zero values are OpenAI's server-sent events.
+	contentType   string                  // "": text/event-stream; charset=utf-8
+	errFrame      func(event bool) []byte // stream-error(-event) frame; nil: OpenAI's data / event: error
+	malformed     []byte                  // nil: frameMalformed
+	slowAfterHead bool                    // slow-first-token: head at once, then the wait (no keep-alive comment)
+	endlessMax    int                     // >0: the endless frame stops at this many bytes and hangs
 }
 
 // sse renders one data-only frame.
@@ -100,12 +107,15 @@ func (ex *exchange) reset() {
 }
 
 // endless writes a body that never ends: start, then filler without a
-// newline, until the client or the server goes away.
-func (ex *exchange) endless(start []byte) {
+// newline, until the client or the server goes away. With limit > 0 the
+// filler stops once limit bytes were written in all and the handler hangs:
+// a binary frame that declared its length cannot run past it.
+func (ex *exchange) endless(start []byte, limit int) {
 	filler := bytes.Repeat([]byte("x"), 32<<10)
 	if ex.frame(start) != nil {
 		return
 	}
+	written := len(start)
 	for {
 		select {
 		case <-ex.ctx.Done():
@@ -114,9 +124,22 @@ func (ex *exchange) endless(start []byte) {
 			ex.abort()
 		default:
 		}
-		if ex.frame(filler) != nil {
+		chunk := filler
+		if limit > 0 {
+			if written >= limit {
+				select {
+				case <-ex.ctx.Done():
+					return
+				case <-ex.s.closed:
+					ex.abort()
+				}
+			}
+			chunk = filler[:min(len(filler), limit-written)]
+		}
+		if ex.frame(chunk) != nil {
 			return
 		}
+		written += len(chunk)
 	}
 }
 
@@ -134,20 +157,20 @@ func (ex *exchange) stream(p streamPlan) {
 			all.Write(p.content(i))
 		}
 		all.Write(bytes.Join(p.tail, nil))
-		if p.done {
-			all.Write(frameDone)
-		}
-		ex.short("text/event-stream", all.Bytes(), all.Len()+64)
+		all.Write(p.end)
+		ex.short(p.mediaType(), all.Bytes(), all.Len()+64)
 		return
 	}
 	h := ex.w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
+	h.Set("Content-Type", p.mediaType())
+	if p.contentType == "" {
+		h.Set("Cache-Control", "no-cache")
+	}
 	ex.w.WriteHeader(http.StatusOK)
 	if ex.rc.Flush() != nil {
 		return
 	}
-	if f.Kind == KindSlowFirstToken {
+	if f.Kind == KindSlowFirstToken && !p.slowAfterHead {
 		// A comment right away: keep-alives are not decisive for a gate.
 		if ex.frame(frameKeepAlive) != nil || ex.wait(f.Duration) != nil {
 			return
@@ -158,15 +181,17 @@ func (ex *exchange) stream(p streamPlan) {
 			return
 		}
 	}
+	if f.Kind == KindSlowFirstToken && p.slowAfterHead {
+		if ex.wait(f.Duration) != nil {
+			return
+		}
+	}
 	switch f.Kind {
-	case KindStreamError:
-		_ = ex.frame(sse(errorPayload))
-		return
-	case KindStreamErrorEvent:
-		_ = ex.frame(sseEvent("error", errorPayload))
+	case KindStreamError, KindStreamErrorEvent:
+		_ = ex.frame(p.errorFrame(f.Kind == KindStreamErrorEvent, ex))
 		return
 	case KindEndlessFrame, KindEndlessBody:
-		ex.endless(p.endless)
+		ex.endless(p.endless, p.endlessMax)
 		return
 	}
 	mid := max(1, p.n/2)
@@ -174,12 +199,19 @@ func (ex *exchange) stream(p streamPlan) {
 		switch {
 		case f.Kind == KindCut && i == min(f.Cut, p.n):
 			ex.abort()
+		case f.Kind == KindStreamErrorAfter && i == min(f.After, p.n):
+			_ = ex.frame(p.errorFrame(true, ex))
+			return
 		case f.Kind == KindStall && i == min(mid, p.n):
 			if ex.wait(f.Duration) != nil {
 				return
 			}
 		case f.Kind == KindMalformed && i == min(mid, p.n):
-			if ex.frame(frameMalformed) != nil {
+			bad := p.malformed
+			if bad == nil {
+				bad = frameMalformed
+			}
+			if ex.frame(bad) != nil {
 				return
 			}
 		}
@@ -190,14 +222,40 @@ func (ex *exchange) stream(p streamPlan) {
 			return
 		}
 	}
-	for _, b := range p.tail {
+	for i, b := range p.tail {
+		if f.Kind == KindCutBeforeFinish && i == p.closing {
+			ex.abort()
+		}
 		if ex.frame(b) != nil {
 			return
 		}
 	}
-	if p.done && f.Kind != KindNoDone {
-		_ = ex.frame(frameDone)
+	if f.Kind == KindCutBeforeFinish {
+		ex.abort()
 	}
+	if p.end != nil && f.Kind != KindNoDone {
+		_ = ex.frame(p.end)
+	}
+}
+
+func (p streamPlan) mediaType() string {
+	if p.contentType != "" {
+		return p.contentType
+	}
+	return "text/event-stream; charset=utf-8"
+}
+
+// errorFrame is the in-stream error of the plan's framing: a data-only or
+// an "event: error" frame for OpenAI.
+func (p streamPlan) errorFrame(event bool, ex *exchange) []byte {
+	if p.errFrame != nil {
+		return p.errFrame(event)
+	}
+	payload := ex.openAIStreamError()
+	if event {
+		return sseEvent("error", payload)
+	}
+	return sse(payload)
 }
 
 // body answers a non-streaming request with a complete body, applying the
@@ -209,8 +267,8 @@ func (ex *exchange) body(contentType string, body []byte) {
 
 func (ex *exchange) bodyEndless(contentType string, body, endless []byte) {
 	switch ex.fault.Kind {
-	case KindErrorBody, KindStreamError, KindStreamErrorEvent:
-		writeBody(ex.w, http.StatusOK, "application/json", errorPayload)
+	case KindErrorBody, KindStreamError, KindStreamErrorEvent, KindStreamErrorAfter:
+		writeBody(ex.w, http.StatusOK, "application/json", ex.errorBody())
 	case KindBadJSON, KindMalformed:
 		writeBody(ex.w, http.StatusOK, "application/json", []byte("<html><body>upstream temporarily unavailable</body></html>\n"))
 	case KindEndlessBody, KindEndlessFrame:
@@ -219,10 +277,10 @@ func (ex *exchange) bodyEndless(contentType string, body, endless []byte) {
 		}
 		ex.w.Header().Set("Content-Type", contentType)
 		ex.w.WriteHeader(http.StatusOK)
-		ex.endless(endless)
+		ex.endless(endless, 0)
 	case KindShortBody:
 		ex.short(contentType, body, len(body)+64)
-	case KindCut:
+	case KindCut, KindCutBeforeFinish:
 		ex.short(contentType, body[:len(body)/2], len(body))
 	case KindSlowFirstToken, KindStall:
 		// Headers at once, then the body (or its second half) only after

@@ -2,6 +2,10 @@
 //
 //	go run ./dashboards/cmd/gen                 # from the repository root
 //	go run ./dashboards/cmd/gen -out some/dir   # elsewhere
+//
+// With -trace-url (hopgate's telemetry.trace_url, a template with
+// {trace_id}) the exemplar links open the operator's trace UI first; write
+// such a board outside generated/ (-out), which holds the generic one.
 package main
 
 import (
@@ -16,15 +20,16 @@ import (
 
 func main() {
 	out := flag.String("out", filepath.Join("dashboards", "generated"), "directory to write the dashboard JSON files into")
+	traceURL := flag.String("trace-url", "", "telemetry.trace_url of the gateways: exemplar links open it first (e.g. http://jaeger:16686/trace/{trace_id})")
 	flag.Parse()
-	if err := run(*out); err != nil {
+	if err := run(*out, dashboards.Options{TraceURL: *traceURL}); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string) error {
-	files, err := dashboards.Files()
+func run(dir string, o dashboards.Options) error {
+	files, err := dashboards.FilesWith(o)
 	if err != nil {
 		return err
 	}

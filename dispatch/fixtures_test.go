@@ -1,0 +1,28 @@
+package dispatch_test
+
+import (
+	"fmt"
+
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
+)
+
+// channelKey is the credential every fake channel expects.
+const channelKey = gwtest.ChannelKey
+
+// twoChannels is the common shape: a cheap channel "a" and a dearer "b".
+func twoChannels(upA, upB, extra string) string {
+	return fmt.Sprintf(`
+region: test-1
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY, region: r-a}
+  - {id: b, base_url: "{{url:b}}", api_key_env: CHANNEL_KEY, region: r-b}
+models:
+  - name: m
+    chain:
+      - {channel: b, upstream_model: %q, price: {input: 2, output: 2}}
+      - {channel: a, upstream_model: %q, price: {input: 1, output: 1}}
+%s`, upB, upA, extra)
+}
+
+func chat(stream bool) string { return gwtest.ChatBody("m", stream) }

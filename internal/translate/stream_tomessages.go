@@ -1,0 +1,244 @@
+package translate
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/hopgate/hopgate/internal/gate"
+	"github.com/hopgate/hopgate/internal/sse"
+)
+
+// ChatToMessagesStream transcodes one OpenAI chat.completion.chunk stream
+// into Anthropic Messages events: message_start (always with
+// message.usage), content_block_start/delta/stop per text or tool_use block
+// (tool arguments as input_json_delta), message_delta with stop_reason and
+// usage, message_stop. Not safe for concurrent use.
+type ChatToMessagesStream struct {
+	inspect  gate.ChatInspector
+	started  bool // message_start written
+	finished bool // a finish_reason was seen
+	refused  bool // a refusal was streamed
+	done     bool // message_stop written
+	stop     string
+	open     int       // Anthropic index of the open block, -1 if none
+	next     int       // next Anthropic block index
+	tools    []toolRef // OpenAI tool index → Anthropic block
+	usage    anUsage
+	chunk    chatChunkIn // reused decode target
+}
+
+type toolRef struct {
+	openai, block int
+}
+
+type chatChunkIn struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content   *string `json:"content"`
+			Refusal   *string `json:"refusal"`
+			ToolCalls []struct {
+				Index    int    `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *chatUsage `json:"usage"`
+}
+
+// NewChatToMessagesStream starts a transcoder for one stream.
+func NewChatToMessagesStream() *ChatToMessagesStream {
+	return &ChatToMessagesStream{open: -1}
+}
+
+// Event translates one upstream SSE frame (name is its event field, data
+// its data, "[DONE]" included). It appends the Anthropic events (possibly
+// none) to dst and returns them with the frame's classification, which is
+// gate.InspectChat's: the same rules as the pass-through gate. An OpenAI
+// error frame becomes an Anthropic error event.
+func (s *ChatToMessagesStream) Event(dst []byte, name string, data []byte) ([]byte, gate.Info) {
+	info := s.inspect.Inspect(sse.Frame{Event: name, Data: data, HasData: true})
+	switch info.Kind {
+	case gate.Error:
+		return appendMessagesError(dst, chatErrorType(data), info.ErrorMessage), info
+	case gate.Malformed:
+		return dst, info
+	case gate.Done:
+		return s.terminate(dst), info
+	}
+	if s.done {
+		return dst, info // nothing follows message_stop
+	}
+	c := &s.chunk
+	*c = chatChunkIn{}
+	if json.Unmarshal(data, c) != nil {
+		return dst, gate.Info{Kind: gate.Malformed}
+	}
+	dst = s.start(dst, c.ID, c.Model)
+	if c.Usage != nil {
+		s.usage = c.Usage.toMessages()
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue // MessagesToChat asks for one choice
+		}
+		if t := ch.Delta.Content; t != nil && *t != "" {
+			dst = s.appendText(dst, *t)
+		}
+		if t := ch.Delta.Refusal; t != nil && *t != "" {
+			dst = s.appendText(dst, *t)
+			s.refused = true
+		}
+		for j := range ch.Delta.ToolCalls {
+			tc := &ch.Delta.ToolCalls[j]
+			block, ok := s.toolBlock(tc.Index)
+			if !ok {
+				dst = s.closeOpen(dst)
+				block = s.next
+				s.next++
+				s.open = block
+				s.tools = append(s.tools, toolRef{openai: tc.Index, block: block})
+				id := tc.ID
+				if id == "" {
+					id = "toolu_hopgate_" + strconv.Itoa(tc.Index)
+				}
+				dst = appendEventHead(dst, "content_block_start")
+				dst = append(dst, `{"type":"content_block_start","index":`...)
+				dst = appendInt(dst, int64(block))
+				dst = append(dst, `,"content_block":{"type":"tool_use","id":`...)
+				dst = appendString(dst, id)
+				dst = append(dst, `,"name":`...)
+				dst = appendString(dst, tc.Function.Name)
+				dst = append(dst, `,"input":{}}}`+"\n\n"...)
+			}
+			if a := tc.Function.Arguments; a != "" {
+				dst = appendDelta(dst, block, `{"type":"input_json_delta","partial_json":`, a)
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			dst = s.closeOpen(dst)
+			if !s.finished {
+				s.finished, s.stop = true, *ch.FinishReason
+				if s.refused && s.stop == "stop" {
+					s.stop = "content_filter" // as ChatCompletionToMessage reads a refusal
+				}
+			}
+		}
+	}
+	return dst, info
+}
+
+// End is called when the upstream stream ended without an error. A stream
+// that finished but lost its [DONE] is complete (DESIGN §2): End appends
+// message_delta and message_stop and reports true. Otherwise it appends
+// nothing and the caller ends the stream with the in-band interruption.
+func (s *ChatToMessagesStream) End(dst []byte) ([]byte, bool) {
+	switch {
+	case s.done:
+		return dst, true
+	case s.finished:
+		return s.terminate(dst), true
+	}
+	return dst, false
+}
+
+func (s *ChatToMessagesStream) toolBlock(openai int) (int, bool) {
+	for _, t := range s.tools {
+		if t.openai == openai {
+			return t.block, true
+		}
+	}
+	return 0, false
+}
+
+// start writes message_start once; its usage is always present (zeros
+// until the upstream reports usage at the end).
+func (s *ChatToMessagesStream) start(dst []byte, id, model string) []byte {
+	if s.started {
+		return dst
+	}
+	s.started = true
+	dst = appendEventHead(dst, "message_start")
+	dst = append(dst, `{"type":"message_start","message":{"id":`...)
+	dst = appendString(dst, id)
+	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
+	dst = appendString(dst, model)
+	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
+	dst = appendAnUsage(dst, s.usage)
+	return append(dst, "}}\n\n"...)
+}
+
+func (s *ChatToMessagesStream) appendText(dst []byte, text string) []byte {
+	if s.open < 0 || s.isTool(s.open) {
+		dst = s.closeOpen(dst)
+		s.open = s.next
+		s.next++
+		dst = appendEventHead(dst, "content_block_start")
+		dst = append(dst, `{"type":"content_block_start","index":`...)
+		dst = appendInt(dst, int64(s.open))
+		dst = append(dst, `,"content_block":{"type":"text","text":""}}`+"\n\n"...)
+	}
+	return appendDelta(dst, s.open, `{"type":"text_delta","text":`, text)
+}
+
+func (s *ChatToMessagesStream) isTool(block int) bool {
+	for _, t := range s.tools {
+		if t.block == block {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *ChatToMessagesStream) closeOpen(dst []byte) []byte {
+	if s.open < 0 {
+		return dst
+	}
+	dst = appendEventHead(dst, "content_block_stop")
+	dst = append(dst, `{"type":"content_block_stop","index":`...)
+	dst = appendInt(dst, int64(s.open))
+	s.open = -1
+	return append(dst, "}\n\n"...)
+}
+
+// terminate writes what ends the message, once.
+func (s *ChatToMessagesStream) terminate(dst []byte) []byte {
+	if s.done {
+		return dst
+	}
+	s.done = true
+	dst = s.start(dst, "", "")
+	dst = s.closeOpen(dst)
+	dst = appendEventHead(dst, "message_delta")
+	dst = append(dst, `{"type":"message_delta","delta":{"stop_reason":"`...)
+	dst = append(dst, StopReason(s.stop)...)
+	dst = append(dst, `","stop_sequence":null},"usage":`...)
+	dst = appendAnUsage(dst, s.usage)
+	dst = append(dst, "}\n\n"...)
+	dst = appendEventHead(dst, "message_stop")
+	return append(dst, `{"type":"message_stop"}`+"\n\n"...)
+}
+
+func appendEventHead(dst []byte, name string) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	return append(dst, "\ndata: "...)
+}
+
+func appendDelta(dst []byte, index int, head, text string) []byte {
+	dst = appendEventHead(dst, "content_block_delta")
+	dst = append(dst, `{"type":"content_block_delta","index":`...)
+	dst = appendInt(dst, int64(index))
+	dst = append(dst, `,"delta":`...)
+	dst = append(dst, head...)
+	dst = appendString(dst, text)
+	return append(dst, "}}\n\n"...)
+}

@@ -1,0 +1,84 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Overload metrics (DESIGN.md §13).
+const (
+	MetricBudgetUsed  = "hopgate_buffer_budget_used_bytes"
+	MetricBudgetLimit = "hopgate_buffer_budget_limit_bytes"
+	MetricInFlight    = "hopgate_requests_in_flight"
+	MetricStreamsOpen = "hopgate_streams_open"
+	MetricShed        = "hopgate_shed_requests_total"
+	LabelShedReason   = "reason"
+)
+
+// OverloadObservation is the overload state the gauges report.
+type OverloadObservation struct {
+	BudgetUsed, BudgetLimit int64
+	InFlight, Streams       int64
+}
+
+// overloadMetrics are the instruments of the overload protection.
+type overloadMetrics struct {
+	shed    metric.Int64Counter
+	observe atomic.Pointer[func() OverloadObservation]
+}
+
+func (m *Metrics) initOverload(meter metric.Meter) error {
+	var errs []error
+	var err error
+	m.overload.shed, err = meter.Int64Counter(instrumentName(MetricShed),
+		metric.WithDescription("Requests shed at once (503 engine_overloaded), by reason: in_flight, streams, budget."))
+	errs = append(errs, err)
+	used, err := meter.Int64ObservableGauge(MetricBudgetUsed, metric.WithUnit("By"),
+		metric.WithDescription("Bytes buffered for requests (gate frames, bodies being classified, request bodies)."))
+	errs = append(errs, err)
+	limit, err := meter.Int64ObservableGauge(MetricBudgetLimit, metric.WithUnit("By"),
+		metric.WithDescription("The buffer budget."))
+	errs = append(errs, err)
+	inFlight, err := meter.Int64ObservableGauge(MetricInFlight, metric.WithDescription("Requests admitted and not finished."))
+	errs = append(errs, err)
+	streams, err := meter.Int64ObservableGauge(MetricStreamsOpen, metric.WithDescription("Streaming requests admitted and not finished."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		f := m.overload.observe.Load()
+		if f == nil {
+			return nil
+		}
+		s := (*f)()
+		opt := metric.WithAttributes(m.region)
+		o.ObserveInt64(used, s.BudgetUsed, opt)
+		o.ObserveInt64(limit, s.BudgetLimit, opt)
+		o.ObserveInt64(inFlight, s.InFlight, opt)
+		o.ObserveInt64(streams, s.Streams, opt)
+		return nil
+	}, used, limit, inFlight, streams)
+	return err
+}
+
+// ObserveOverload sets the function feeding the overload gauges (one per
+// process; calling it again replaces it).
+func (m *Metrics) ObserveOverload(f func() OverloadObservation) {
+	if m == nil {
+		return
+	}
+	m.overload.observe.Store(&f)
+}
+
+// Shed counts a request refused at once by overload protection.
+func (m *Metrics) Shed(ctx context.Context, reason string) {
+	if m == nil {
+		return
+	}
+	m.overload.shed.Add(ctx, 1, metric.WithAttributes(m.region, attribute.String(LabelShedReason, reason)))
+}
