@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -92,24 +93,23 @@ func (e *e2e) startProcess(yml string, env ...string) *proc {
 			<-p.done
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get("http://" + p.admin + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
+	testkit.Poll{Every: 20 * time.Millisecond}.EventuallyNil(e.t, func() error {
 		select {
 		case <-p.done:
-			e.t.Fatalf("hopgate exited: %v\n%s", p.err, p.logs.String())
+			return errors.New("hopgate exited: " + fmt.Sprint(p.err) + "\n" + p.logs.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("hopgate never ready:\n%s", p.logs.String())
+		resp, err := http.Get("http://" + p.admin + "/readyz")
+		if err != nil {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond) // polling readiness, not waiting for time to pass
-	}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	}, "hopgate ready")
+	return p
 }
 
 // processYAML is configYAML with placeholders for the process's listeners.

@@ -18,6 +18,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/wallet"
 	"github.com/hopgate/hopgate/internal/money"
 	"github.com/hopgate/hopgate/internal/store"
+	"github.com/hopgate/hopgate/internal/testkit"
 )
 
 // faultyStore is a real store that can be made unavailable: down fails
@@ -182,16 +183,11 @@ func (f *fixture) advance(d time.Duration) {
 	f.clock.Advance(d)
 }
 
-// waitFor polls cond (a condition, not the passing of time) for up to 30 s.
+// waitFor waits for cond (a condition, never the passing of time),
+// checked every 10 ms: conditions here cost a query or a request.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Poll{Every: 10 * time.Millisecond}.Eventually(t, cond, what)
 }
 
 // Why: the hold is sized from the request (token limit, else the model's
