@@ -159,6 +159,11 @@ func (a *attempt) end(err *classify.HopError) {
 		he.Dropped = a.malformed
 	}
 	a.span.End(&he)
+	if a.usage.Present && c.rw.answered {
+		// The hop that served (or continued) the answer: its usage is
+		// what the request is charged for.
+		c.usage = Usage{InputTokens: a.usage.InputTokens, OutputTokens: a.usage.OutputTokens, Present: true}
+	}
 	op := operationName(c.req.Operation)
 	c.e.tel.Metrics.Hop(a.ctx, a.ch.ID, a.ch.Region, a.m.Name, c.req.Operation, he.Outcome, d)
 	switch {
@@ -168,6 +173,13 @@ func (a *attempt) end(err *classify.HopError) {
 			cost := (float64(u.InputTokens)*a.entry.Price.Input + float64(u.OutputTokens)*a.entry.Price.Output) / 1e6
 			if cost > 0 {
 				c.e.tel.Metrics.Cost(a.ctx, a.ch.ID, a.m.Name, cost)
+			}
+			// The failover premium: what this channel cost above the
+			// model's cheapest entry for the same usage (hopgate's cost,
+			// never the tenant's).
+			cheap := a.m.Chain[0].Price
+			if premium := cost - (float64(u.InputTokens)*cheap.Input+float64(u.OutputTokens)*cheap.Output)/1e6; premium > 0 {
+				c.e.tel.Metrics.FailoverPremium(a.ctx, a.ch.ID, a.m.Name, premium)
 			}
 		}
 		c.e.tel.Metrics.GenAI(a.ctx, op, a.ch.Provider, a.entry.UpstreamModel, a.respModel, "", d, a.usage.InputTokens, a.usage.OutputTokens)

@@ -60,6 +60,7 @@ type call struct {
 	failedOver bool
 	retryAfter time.Duration // soonest Retry-After of a failed hop
 	timedOut   bool          // the gate committed on its timeout (trace kept)
+	usage      Usage         // reported by the hop that served the answer
 
 	// Backing arrays of steps and statuses: most requests take a step or
 	// two, and the call is allocated anyway.
@@ -130,7 +131,8 @@ func (c *call) release() {
 func (c *call) end(r *http.Request) Result {
 	req := c.req
 	path := telemetry.FormatPath(c.steps)
-	res := Result{Outcome: c.rw.outcome, Status: c.rw.status, Path: path, Attempts: c.attempts, Aborted: c.rw.aborted}
+	res := Result{Outcome: c.rw.outcome, Status: c.rw.status, Path: path, Attempts: c.attempts, Aborted: c.rw.aborted,
+		Answered: c.rw.answered, Usage: c.usage, Delivered: c.rw.counted}
 	if c.served != nil {
 		res.ServedModel = c.served.Name
 	}
@@ -424,6 +426,7 @@ func (c *call) commit(h head, channel, step string) bool {
 	g := c.headers()
 	c.steps = c.steps[:len(c.steps)-1]
 	c.rw.writeHead(h, &g)
+	c.rw.answered = true
 	return true
 }
 

@@ -233,7 +233,9 @@ type Request struct {
 	// Content-Type is neither JSON nor text is committed at headers and
 	// streamed through (passthrough.go) instead of buffered and inspected.
 	Binary bool
-	// Tenant is the client key id (span attribute only, never a metric label).
+	// Tenant pays for the request: the client key's tenant (the key id
+	// unless configured otherwise). A span attribute only, never a metric
+	// label.
 	Tenant string
 	// Streaming responses are SSE (chat, completions, responses with stream:true).
 	Stream bool
@@ -277,6 +279,32 @@ type Result struct {
 	// (panic(http.ErrAbortHandler)) so the client sees a truncated
 	// transfer, never a clean end.
 	Aborted bool
+	// Answered: an upstream answer was committed to the client (complete
+	// or not). False for hopgate's own replies and final upstream errors
+	// passed through: those are never charged.
+	Answered bool
+	// Usage is what the hop that served the answer reported (the
+	// continuing hop's, for a resumed stream).
+	Usage Usage
+	// Delivered counts what a streamed answer delivered, for an estimate
+	// when no usage was reported (a stream cut after commit).
+	Delivered Delivered
+}
+
+// Usage is token usage as an upstream reported it.
+type Usage struct {
+	InputTokens, OutputTokens int64
+	Present                   bool
+}
+
+// Delivered is what a committed stream delivered to the client.
+type Delivered struct {
+	// TextBytes: bytes of answer text (choice 0's content, completions
+	// text, Responses output_text), after JSON unescaping.
+	TextBytes int64
+	// ToolCallFrames: frames carrying tool-call deltas (about one token
+	// each).
+	ToolCallFrames int64
 }
 
 // upstreamEntry is a channel's provider adapter, or why it could not be

@@ -39,6 +39,10 @@ type responder struct {
 	keepText  bool   // the delivered text is kept (mid_stream: resume)
 	delivered []byte // that text
 	pending   bool   // frames written but not flushed yet
+	// answered: an upstream answer was committed (what a wallet charges);
+	// counted is what it delivered so far.
+	answered bool
+	counted  Delivered
 }
 
 // claim takes the reply for an answer; false when the chain deadline took

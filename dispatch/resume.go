@@ -223,6 +223,7 @@ func (a *attempt) verify(it *frameItem) (*classify.HopError, bool) {
 		// The frame straddles the boundary: send only what the client has
 		// not seen, as a chunk of its own.
 		c.rw.delivered = append(c.rw.delivered, suffix...)
+		c.rw.counted.TextBytes += int64(len(suffix))
 		if !c.rw.frame(suffixChunk(suffix, it.info.Model)) {
 			return &classify.HopError{Kind: classify.KindCanceled}, true
 		}

@@ -35,6 +35,9 @@ type frameItem struct {
 	info gate.Info
 	text []byte
 	err  error
+	// textLen is len(info.Text) when the frame was read: a frame handed
+	// over before commit no longer carries its text unless it is kept.
+	textLen int
 }
 
 // frameFeed is a goroutine reading and classifying the frames of one
@@ -75,6 +78,7 @@ func (f *frameFeed) read(rd frameSource, k codec, keepText bool) {
 				it.raw = append([]byte(nil), out...)
 			}
 			it.info = info
+			it.textLen = len(it.info.Text)
 			if keepText && len(it.info.Text) > 0 {
 				it.text = append([]byte(nil), it.info.Text...)
 			}
@@ -341,6 +345,7 @@ func (a *attempt) pass(rd frameSource, feed *frameFeed, handle frameHandler) *cl
 			}
 			it.raw, it.info = a.codec.frame(f)
 			it.text = it.info.Text
+			it.textLen = len(it.info.Text)
 		}
 		if err, end := handle(&it); end {
 			return err
@@ -411,7 +416,9 @@ func (a *attempt) note(it *frameItem) {
 	}
 	if it.info.ToolCalls {
 		rw.toolCalls = true
+		rw.counted.ToolCallFrames++
 	}
+	rw.counted.TextBytes += int64(it.textLen)
 	if it.info.Model != "" {
 		a.respModel = it.info.Model
 	}

@@ -55,6 +55,7 @@ type Metrics struct {
 	interrupted        metric.Int64Counter
 	genAIDuration      metric.Float64Histogram
 	genAITokens        metric.Int64Histogram
+	wallet             walletInstruments // wallet.go
 
 	breakers atomic.Pointer[func() []BreakerObservation]
 	overload overloadMetrics
@@ -163,6 +164,8 @@ func NewMetrics(mp metric.MeterProvider, region string) (*Metrics, error) {
 		metric.WithDescription("Measures number of input and output tokens used."),
 		metric.WithExplicitBucketBoundaries(genAITokenBuckets...))
 	errs = append(errs, err)
+
+	errs = append(errs, m.wallet.init(meter, m.region))
 
 	// One callback for the life of the Metrics; ObserveBreakers swaps the
 	// function it calls, so a config reload never has two callbacks racing.

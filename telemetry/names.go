@@ -126,6 +126,50 @@ const (
 	LabelShedReason   = "reason"
 )
 
+// Wallet metrics (DESIGN §9). Money is in currency units of the billing
+// currency (the counters are floats: for dashboards, never for accounts,
+// which the ledger keeps exactly). The tenant is never a label: it stays
+// the span attribute hopgate.tenant.
+const (
+	// MetricRevenue: what tenants were charged, list price × usage, per
+	// requested model.
+	MetricRevenue = "hopgate_revenue_total"
+	// MetricFailoverPremium: what a channel cost above the model's
+	// cheapest entry for the same usage, per serving channel and model.
+	MetricFailoverPremium = "hopgate_failover_premium_total"
+	// MetricWalletCharges: settled requests per model, by usage basis
+	// (reported | estimated).
+	MetricWalletCharges = "hopgate_wallet_charges_total"
+	// MetricWalletDenied: requests refused with 402 insufficient_balance.
+	MetricWalletDenied = "hopgate_wallet_denied_total"
+	// MetricWalletStoreDown: charged requests while the store was down,
+	// by what they got (refused: 503 | credit: fail-open).
+	MetricWalletStoreDown = "hopgate_wallet_store_unavailable_total"
+	// MetricWalletErrors: store calls that failed, by operation (hold,
+	// settle, release, expire, keys).
+	MetricWalletErrors = "hopgate_wallet_store_errors_total"
+	// MetricWalletPendingSettles: charges waiting for the store to come
+	// back (retried until they land).
+	MetricWalletPendingSettles = "hopgate_wallet_pending_settles"
+	// MetricWalletExpiredHolds: holds released by expiry (a replica died).
+	MetricWalletExpiredHolds = "hopgate_wallet_expired_holds_total"
+)
+
+// Wallet label names and values.
+const (
+	LabelStoreOp      = "op"
+	LabelUsageBasis   = "usage"
+	LabelResult       = "result"
+	UsageReported     = "reported"
+	UsageEstimated    = "estimated"
+	StoreDownRefused  = "refused"
+	StoreDownCredit   = "credit"
+	EventWalletDenied = "hopgate.wallet.denied"
+	EventWalletHeld   = "hopgate.wallet.held"
+	AttrWalletHold    = "hopgate.wallet.hold_micros"
+	AttrWalletReason  = "hopgate.wallet.reason"
+)
+
 // Metric label names.
 const (
 	LabelRegion        = "region"

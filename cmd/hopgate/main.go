@@ -3,6 +3,7 @@
 //
 //	hopgate serve --config FILE   run the gateway
 //	hopgate check --config FILE   validate a config and print every chain
+//	hopgate tenants …             tenants, wallets, keys and the ledger in the store
 //	hopgate demo                  gateway + fake channels + a scripted incident
 //	hopgate version
 package main
@@ -43,6 +44,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "check":
 		return check(args[1:], stdout, stderr)
+	case "tenants":
+		return tenants(args[1:], stdout, stderr)
 	case "demo":
 		return demo(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
@@ -61,6 +64,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   hopgate serve --config FILE [--drain-timeout 30s]   run the gateway
   hopgate check --config FILE                         validate; print every model's resolved chain
+  hopgate tenants COMMAND --config FILE               tenants, wallets, keys and the ledger (hopgate tenants help)
   hopgate demo                                        gateway + in-process fake channels + a scripted incident
   hopgate version
 `)

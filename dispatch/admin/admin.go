@@ -23,7 +23,9 @@ type Server struct {
 	// Admission is the overload protection's admission bounds (nil: none):
 	// /readyz says overloaded while a new request would be shed.
 	Admission *overload.Admission
-	ready     atomic.Bool
+	// Tenants serves /admin/tenants (tenants.go); nil without a store.
+	Tenants *Tenants
+	ready   atomic.Bool
 }
 
 // SetReady flips /readyz (false while starting and while draining).
@@ -60,6 +62,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /admin/chains", s.guard(http.HandlerFunc(s.chains)))
 	mux.Handle("GET /admin/breakers", s.guard(http.HandlerFunc(s.breakers)))
 	mux.Handle("GET /admin/failovers", s.guard(http.HandlerFunc(s.failovers)))
+	s.tenantRoutes(mux)
 	return mux
 }
 
@@ -151,6 +154,7 @@ func (s *Server) failovers(w http.ResponseWriter, r *http.Request) {
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)

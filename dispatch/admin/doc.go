@@ -18,5 +18,7 @@
 // and refresh script (internal/pagekit), and read without JavaScript.
 // With telemetry.trace_url set, every trace id also links to the
 // operator's trace UI. With a configured token every route but the probes
-// requires it. It reads state; it changes nothing.
+// requires it. It reads state and changes nothing, except under
+// /admin/tenants (tenants.go): wallets and keys, where every change needs
+// an admin_auth key and is audited in the store.
 package admin

@@ -17,6 +17,21 @@ func authenticate(cfg *config.Config, r *http.Request) (id string, ok bool) {
 	if cfg.Auth.Mode == config.AuthNone {
 		return "", true
 	}
+	sum, ok := keySum(r)
+	if !ok {
+		return "", false
+	}
+	k := configKey(cfg, sum)
+	if k == nil {
+		return "", false
+	}
+	return k.ID, true
+}
+
+// keySum is the sha256 of the client key the request presents:
+// Authorization: Bearer <key>, or x-api-key when there is no Authorization
+// header (Anthropic's clients send it so).
+func keySum(r *http.Request) ([32]byte, bool) {
 	key := ""
 	h := r.Header.Get("Authorization")
 	const prefix = "bearer "
@@ -24,13 +39,17 @@ func authenticate(cfg *config.Config, r *http.Request) (id string, ok bool) {
 	case len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix):
 		key = strings.TrimSpace(h[len(prefix):])
 	case h == "":
-		// Anthropic's clients send the key as x-api-key.
 		key = strings.TrimSpace(r.Header.Get("X-Api-Key"))
 	}
 	if key == "" {
-		return "", false
+		return [32]byte{}, false
 	}
-	sum := sha256.Sum256([]byte(key))
+	return sha256.Sum256([]byte(key)), true
+}
+
+// configKey returns the config key whose hash is sum, comparing with every
+// key in constant time; nil when none matches.
+func configKey(cfg *config.Config, sum [32]byte) *config.Key {
 	match := 0
 	for i := range cfg.Auth.Keys {
 		k := &cfg.Auth.Keys[i]
@@ -39,7 +58,7 @@ func authenticate(cfg *config.Config, r *http.Request) (id string, ok bool) {
 		}
 	}
 	if match == 0 {
-		return "", false
+		return nil
 	}
-	return cfg.Auth.Keys[match-1].ID, true
+	return &cfg.Auth.Keys[match-1]
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/dispatch/status"
+	"github.com/hopgate/hopgate/dispatch/wallet"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -33,7 +34,8 @@ type Server struct {
 	engine *dispatch.Engine
 	tel    *telemetry.Telemetry
 	log    *slog.Logger
-	status *status.Service // status.go; nil: /status answers like an unknown route
+	status *status.Service               // status.go; nil: /status answers like an unknown route
+	wallet atomic.Pointer[wallet.Wallet] // nil: nothing is charged (wallet.go)
 	adm    *overload.Admission
 }
 
@@ -141,7 +143,18 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 		}
 		defer s.adm.CloseStream()
 	}
+	hold, ok := s.reserve(w, r, req)
+	if !ok {
+		return
+	}
+	if hold != nil {
+		// Released on every path Finish does not see: a panic below.
+		defer hold.Guard()
+	}
 	res := s.engine.Serve(w, r, req)
+	if hold != nil {
+		s.settle(r, hold, res)
+	}
 	s.status.Record(req.Model.Name, res.Outcome)
 	s.logRequest(r, req, res)
 	if res.Aborted {
@@ -163,9 +176,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) (req *d
 		s.fail(w, r, apierror.MethodNotAllowed(r.Method))
 		return nil
 	}
-	tenant, ok := authenticate(cfg, r)
-	if !ok {
-		s.fail(w, r, apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>"))
+	tenant, aerr := s.identify(cfg, r)
+	if aerr != nil {
+		s.fail(w, r, aerr)
 		return nil
 	}
 	var boundary string
@@ -342,8 +355,8 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, e)
 		return
 	}
-	if _, ok := authenticate(cfg, r); !ok {
-		s.fail(w, r, apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>"))
+	if _, aerr := s.identify(cfg, r); aerr != nil {
+		s.fail(w, r, aerr)
 		return
 	}
 	if r.Header.Get("Anthropic-Version") != "" {

@@ -132,6 +132,7 @@ func StreamInterrupted(msg string) *Error {
 const (
 	anInvalidRequest = "invalid_request_error"
 	anAuthentication = "authentication_error"
+	anBilling        = "billing_error"
 	anNotFound       = "not_found_error"
 	anTooLarge       = "request_too_large"
 	anRateLimit      = "rate_limit_error"
@@ -145,6 +146,8 @@ func (e *Error) AnthropicType() string {
 	switch {
 	case e.Status == http.StatusUnauthorized:
 		return anAuthentication
+	case e.Status == http.StatusPaymentRequired:
+		return anBilling
 	case e.Status == http.StatusNotFound:
 		return anNotFound
 	case e.Status == http.StatusRequestEntityTooLarge:

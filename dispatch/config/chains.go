@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/hopgate/hopgate/internal/money"
 )
 
 // WriteChains prints what `hopgate check` shows: every channel with its
@@ -22,6 +24,15 @@ func (c *Config) WriteChains(w io.Writer) error {
 
 	fmt.Fprintf(tw, "listen %s, admin %s, region %s, auth %s, keys %d\n\n",
 		c.Listen, c.AdminListen, orDash(c.Region), c.Auth.Mode, len(c.Auth.Keys))
+
+	wallets := "off"
+	switch {
+	case c.Wallets() && c.Store.Driver == StorePostgres:
+		wallets = "on, postgres (env " + c.Store.DSNEnv + "), " + c.Billing.Currency + ", " + c.Billing.OnStoreError
+	case c.Wallets():
+		wallets = "on, sqlite " + c.Store.Path + ", " + c.Billing.Currency + ", " + c.Billing.OnStoreError
+	}
+	fmt.Fprintf(tw, "wallets %s\n\n", wallets)
 
 	fmt.Fprintf(tw, "channels:\n")
 	fmt.Fprintf(tw, "  ID\tPROVIDER\tREGION\tBASE URL\tCREDENTIAL\tPREFILL\tRETRIES\tBREAKER\n")
@@ -52,6 +63,8 @@ func (c *Config) WriteChains(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		fmt.Fprintf(tw, "  list price:\tin %s + out %s %s per 1M tokens (what tenants pay)\n",
+			decimal(m.ListPrice.Input), decimal(m.ListPrice.Output), c.Billing.Currency)
 		p := m.Policy
 		fmt.Fprintf(tw, "  policy:\tprofile %s\n", p.Profile)
 		fmt.Fprintf(tw, "    header_timeout\t%s\n", dur(p.HeaderTimeout))
@@ -87,6 +100,13 @@ func (b Breaker) String() string {
 // dur prints durations in the units the design uses: whole minutes from 5m
 // up ("5m"), whole seconds below ("60s", "240s"), anything else as Go
 // prints it ("1.5s").
+// decimal writes micro-units as a decimal without trailing zeros: 0.3, 1.2, 0.
+func decimal(micros int64) string {
+	s := money.Format(micros)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
 func dur(d time.Duration) string {
 	switch {
 	case d >= 5*time.Minute && d%time.Minute == 0:

@@ -49,18 +49,52 @@
 //	policy          mapping        see below (global policy)
 //	channels        list           see below
 //	models          list           required, at least one
+//	store           mapping        default none (wallets off); see below
+//	billing         mapping        see below
+//	admin_auth      mapping        see below
 //
 // auth:
 //
 //	mode    keys | none    default keys   none is for local development only
 //	keys    list           required (non-empty) when mode is keys
-//	  - id       string    required, unique; the tenant (span attribute hopgate.tenant)
+//	  - id       string    required, unique; the key's name
 //	    sha256   64 hex    required, unique; sha256 of the bearer token clients send
+//	    tenant   string    default the id; who pays (span attribute hopgate.tenant)
 //
 // admin:
 //
 //	token_env   env var name   default none   when set, its value is the bearer token required on
 //	                                          admin endpoints (but /healthz, /readyz); unset or empty = error
+//
+// store (DESIGN §9; present = wallets on, unless auth.mode is none):
+//
+//	driver        sqlite | postgres   default sqlite
+//	path          string              sqlite only; default hopgate.db; a relative path is relative
+//	                                  to the directory of the config file (Load)
+//	dsn_env       env var name        postgres only, required; the variable holds the connection
+//	                                  string (a password): set and non-empty
+//	key_refresh   duration [1s, 5m]   default 10s; keys issued at run time are re-read this often,
+//	                                  so a revoked key stops working on every replica within it
+//
+// billing:
+//
+//	currency               ISO 4217 code    default USD; the currency of new wallets
+//	on_store_error         fail_closed |    default fail_closed: a charged request gets 503 while the
+//	                       fail_open        store is down; fail_open serves it on credit
+//	fail_open_credit       amount > 0       required with fail_open, refused without it: currency units
+//	                                        one tenant may reserve on one replica while the store is down
+//	hold_ttl               duration         default 15m, [1m, 24h]; a reservation nobody settled expires
+//	reserve_output_tokens  int ≥ 0          default 4096; output tokens reserved for a request without
+//	                                        max_tokens (per model: models[].reserve_output_tokens)
+//
+// admin_auth:
+//
+//	keys      list       default none: then /admin/tenants changes nothing (403), only the CLI does
+//	  - id      string   required, unique; the actor of audit rows
+//	    sha256  64 hex   required, unique, not a client key's; sha256 of the admin bearer token
+//
+// Amounts and prices are decimals read exactly from the file's text into
+// micro-units (at most 6 decimal places), never through a float.
 //
 // telemetry:
 //
@@ -138,6 +172,9 @@
 //	fallback_models   list        default []; other existing models, not itself (opt-in
 //	                              cross-model fallback, visible in the response)
 //	context_fallback  string      default ""; another existing model used on context_length_exceeded
+//	price             mapping     {input, output}: the list price tenants pay per 1M tokens, in the
+//	                              billing currency; default the cheapest chain entry's price
+//	reserve_output_tokens int ≥ 0 default billing.reserve_output_tokens
 //
 // # Precedence
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
@@ -42,12 +43,25 @@ func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
 // Load reads the file at path and parses it with os.LookupEnv. Mistakes in
 // the file come back as an ErrorList (lines relative to that file); a
 // failure to read it comes back as the *fs.PathError.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadEnv(path, os.LookupEnv) }
+
+// LoadEnv is Load with the environment read through getenv (`hopgate
+// tenants` needs only the store, not every channel's credential).
+func LoadEnv(path string, getenv func(string) (string, bool)) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, os.LookupEnv)
+	c, err := Parse(data, getenv)
+	if err != nil {
+		return nil, err
+	}
+	// The SQLite file lives next to the config file unless the file says
+	// otherwise: where the gateway was started from must not matter.
+	if c.Store.Enabled && c.Store.Driver == StoreSQLite && !filepath.IsAbs(c.Store.Path) {
+		c.Store.Path = filepath.Join(filepath.Dir(path), c.Store.Path)
+	}
+	return c, nil
 }
 
 // document decodes the single YAML document of data and returns its root

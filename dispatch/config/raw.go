@@ -26,6 +26,7 @@ type rawFile struct {
 	channels      []*rawChannel
 	models        []*rawModel
 	modelsNode    *yaml.Node // value of the models key, nil when absent
+	wallet        rawWallet  // store, billing, admin_auth (wallet.go)
 }
 
 type rawAuth struct {
@@ -39,6 +40,7 @@ type rawKey struct {
 	node   *yaml.Node
 	id     val[string]
 	sha256 val[string]
+	tenant val[string]
 }
 
 type rawTelemetry struct {
@@ -101,6 +103,12 @@ type rawModel struct {
 	contextFallback val[string]
 	operations      val[[]val[string]]
 	maxTokens       val[int]
+	// The wallet keys (wallet.go): the list price and the reservation's
+	// output estimate.
+	priceSet          bool
+	priceNode         *yaml.Node
+	priceIn, priceOut val[int64]
+	reserveOut        val[int64]
 }
 
 type rawEntry struct {
@@ -151,6 +159,9 @@ func (p *parser) file(root *yaml.Node) *rawFile {
 				}
 			})
 		},
+		"store":      func(_, v *yaml.Node) { p.store(v, &f.wallet) },
+		"billing":    func(_, v *yaml.Node) { p.billing(v, &f.wallet) },
+		"admin_auth": func(_, v *yaml.Node) { p.adminAuth(v, &f.wallet) },
 	})
 	return f
 }
@@ -170,6 +181,7 @@ func (p *parser) auth(n *yaml.Node) rawAuth {
 				if p.mapping(item, ctx, fields{
 					"id":     func(_, v *yaml.Node) { k.id = p.str(v, in("id", ctx)) },
 					"sha256": func(_, v *yaml.Node) { k.sha256 = p.str(v, in("sha256", ctx)) },
+					"tenant": func(_, v *yaml.Node) { k.tenant = p.str(v, in("tenant", ctx)) },
 				}) {
 					a.keys = append(a.keys, k)
 				}
@@ -357,6 +369,10 @@ func (p *parser) model(n *yaml.Node) *rawModel {
 					p.errorf(op.node, "%s: unknown operation %q (allowed: %s)", what, op.v, joinOps())
 				}
 			}
+		},
+		"price": func(_, v *yaml.Node) { p.modelPrice(v, ctx, m) },
+		"reserve_output_tokens": func(_, v *yaml.Node) {
+			m.reserveOut = p.tokens(v, in("reserve_output_tokens", ctx))
 		},
 	})
 	if !ok || isNull(m.node) {

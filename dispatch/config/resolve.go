@@ -151,6 +151,7 @@ func (p *parser) resolve(f *rawFile) *Config {
 	base := DefaultPolicy(globalProfile)
 	f.policy.apply(&base)
 	p.resolveModels(c, f, base)
+	p.resolveWallet(c, f)
 	return c
 }
 
@@ -190,14 +191,23 @@ func (p *parser) resolveAuth(c *Config, f *rawFile) {
 			continue
 		}
 		hashes[sum] = rk.id.v
-		c.Auth.Keys = append(c.Auth.Keys, Key{ID: rk.id.v, SHA256: sum})
+		tenant := rk.id.v
+		if rk.tenant.set {
+			if !validTenant(rk.tenant.v) {
+				p.errorf(rk.tenant.node, "tenant of %s must be 1 to 200 bytes without control characters", ctx)
+				continue
+			}
+			tenant = rk.tenant.v
+		}
+		c.Auth.Keys = append(c.Auth.Keys, Key{ID: rk.id.v, SHA256: sum, Tenant: tenant})
 	}
 	// A gateway that accepts no key at all is a mistake, not a locked door:
 	// say so at load rather than answer 401 to everyone.
 	modeBad := !f.auth.mode.set && hasKey(f.auth.node, "mode") // already reported
 	kn := f.auth.keysNode
 	noKeys := kn == nil || isNull(kn) || kn.Kind == yaml.SequenceNode && len(kn.Content) == 0
-	if c.Auth.Mode == AuthKeys && noKeys && !modeBad {
+	// With a store, keys may all be issued at run time (hopgate tenants).
+	if c.Auth.Mode == AuthKeys && noKeys && !modeBad && !f.wallet.store.set {
 		p.errorf(f.auth.mode.line(firstNode(f.auth.node, f.root)), "auth.mode is keys but auth.keys is empty; add a key or set auth.mode: none for local development")
 	}
 }
@@ -382,6 +392,7 @@ func (p *parser) chain(c *Config, rm *rawModel, ctx string) []Entry {
 			UpstreamModel: re.upstreamModel.or(rm.name.v),
 			Price:         Price{Input: re.input.v, Output: re.output.v},
 			Prefill:       re.prefill.or(ch.Prefill),
+			PriceMicros:   entryPriceMicros(re),
 		}
 		if e.UpstreamModel == "" {
 			p.errorf(re.upstreamModel.node, "upstream_model in %s must not be empty", ectx)

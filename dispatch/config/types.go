@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/hopgate/hopgate/internal/money"
+)
 
 // Config is a loaded, validated and resolved configuration. Everything the
 // request path needs is precomputed here (sorted chains, resolved policies,
@@ -16,6 +20,10 @@ type Config struct {
 	Telemetry Telemetry
 	Status    Status
 	Overload  Overload
+	// Tenants and wallets (DESIGN §9; wallet.go).
+	Store     Store
+	Billing   Billing
+	AdminAuth AdminAuth
 
 	Channels []*Channel          // file order
 	Models   []*Model            // file order
@@ -62,6 +70,9 @@ type Auth struct {
 type Key struct {
 	ID     string
 	SHA256 [32]byte
+	// Tenant pays for the key's requests (DESIGN §9); default the key id.
+	// Admin keys have none.
+	Tenant string
 }
 
 // Admin configures the admin listener.
@@ -142,6 +153,12 @@ type Model struct {
 	ContextFallback  string
 	Operations       []string // operations served; default ["chat"]
 	Line             int
+	// ListPrice is what tenants pay per 1M tokens, in micro-units of the
+	// billing currency (models[].price; default the cheapest entry's).
+	ListPrice money.Price
+	// ReserveOutputTokens is the output a reservation assumes when the
+	// request sets no token limit.
+	ReserveOutputTokens int64
 }
 
 // Entry is one chain entry.
@@ -150,6 +167,9 @@ type Entry struct {
 	UpstreamModel string
 	Price         Price
 	Prefill       bool // channel's prefill unless overridden on the entry
+	// PriceMicros is Price in micro-units per 1M tokens, read exactly from
+	// the file (the default list price of the model).
+	PriceMicros money.Price
 }
 
 // Price is USD per 1M tokens.

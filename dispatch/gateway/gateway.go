@@ -19,7 +19,9 @@ import (
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/dispatch/status"
+	"github.com/hopgate/hopgate/dispatch/wallet"
 	"github.com/hopgate/hopgate/internal/provider"
+	"github.com/hopgate/hopgate/internal/store"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -70,6 +72,9 @@ type Gateway struct {
 	adminLn net.Listener
 	wg      sync.WaitGroup
 	errs    chan error
+	// The store and the wallet (wallet.go), nil without a store.
+	store  *store.Store
+	wallet *wallet.Wallet
 }
 
 // Start loads nothing itself: it binds the listeners of cfg and serves.
@@ -98,6 +103,10 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 			return nil, fmt.Errorf("telemetry: %w", err)
 		}
 		g.tel, g.ownTel = t, true
+	}
+	if err := g.openStore(ctx, cfg, clock); err != nil {
+		g.closeTel(ctx)
+		return nil, err
 	}
 	breakers := breaker.NewSet(breaker.WithClock(clock), breaker.WithOnTransition(g.onTransition))
 	// Overload protection (DESIGN.md §13): fixed for the process's life
@@ -136,14 +145,17 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		return g.engine.BreakerObservations(g.api.Config())
 	})
 	g.admin = &admin.Server{Config: g.api.Config, Engine: g.engine, Telemetry: g.tel, Admission: adm}
+	g.startWallet(ctx, clock)
 
 	var err error
 	if g.mainLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		g.closeWallet(ctx)
 		g.closeTel(ctx)
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	if g.adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
 		g.mainLn.Close()
+		g.closeWallet(ctx)
 		g.closeTel(ctx)
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.AdminListen, err)
 	}
@@ -225,6 +237,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if cfg.Listen != cur.Listen || cfg.AdminListen != cur.AdminListen {
 		return errors.New("listen and admin_listen cannot change on reload; restart instead")
 	}
+	if cfg.Store != cur.Store || cfg.Billing.Currency != cur.Billing.Currency {
+		return errors.New("store and billing.currency cannot change on reload; restart instead")
+	}
 	if err := g.engine.CheckChannels(cfg); err != nil {
 		return fmt.Errorf("channel credentials: %w", err)
 	}
@@ -252,6 +267,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.wg.Wait()
 	g.stopSt() // after the drain: the last requests are counted, then flushed
 	<-g.stDone
+	// Requests are done: what they could not settle gets one more chance.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.DrainTimeout)
+	g.closeWallet(wctx)
+	wcancel()
 	g.closeTel(actx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil // drained as far as the grace period allowed: a clean exit

@@ -30,7 +30,7 @@ func TestClientKeysStoredOnlyAsHashes(t *testing.T) {
 	kt := reflect.TypeOf(config.Key{})
 	for i := 0; i < kt.NumField(); i++ {
 		f := kt.Field(i)
-		if f.Name != "ID" && f.Type != reflect.TypeOf([32]byte{}) {
+		if f.Name != "ID" && f.Name != "Tenant" && f.Type != reflect.TypeOf([32]byte{}) { // names, and the hash
 			t.Fatalf("config.Key.%s (%s) could hold a key in clear", f.Name, f.Type)
 		}
 	}
@@ -65,8 +65,10 @@ models: [{name: m, chain: [{channel: a, upstream_model: m, price: {input: 1, out
 // oracle would let a client learn which key prefix is right).
 func TestKeyComparisonIsConstantTime(t *testing.T) {
 	for _, c := range []struct{ file, fn string }{
-		{"../api/auth.go", "authenticate"},
+		{"../api/auth.go", "configKey"},
 		{"../admin/admin.go", "guard"},
+		{"../admin/tenants.go", "adminKey"},
+		{"../admin/tenants.go", "adminToken"},
 	} {
 		fset := token.NewFileSet()
 		f, err := parser.ParseFile(fset, c.file, nil, 0)

@@ -1,5 +1,7 @@
 // Package reqbody reads the routing fields of a client request body (model,
-// stream, stream_options.include_usage, messages) and rewrites the few bytes
+// stream, stream_options.include_usage, messages, and the token limits
+// max_tokens, max_completion_tokens and max_output_tokens that size a
+// wallet's reservation) and rewrites the few bytes
 // the gateway must change — the model name, include_usage, an assistant
 // prefix for mid-stream resume — without decoding and re-encoding the body:
 // every other byte reaches the upstream exactly as the client sent it.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/hopgate/hopgate/internal/jsonscan"
@@ -28,6 +30,12 @@ type Fields struct {
 	ModelPresent bool
 	Stream       bool
 	IncludeUsage bool // stream_options.include_usage == true
+	// MaxTokens is the largest of max_tokens, max_completion_tokens and
+	// max_output_tokens (Responses) present as integers; MaxTokensPresent
+	// says whether any was. The wallet sizes a reservation from it, so an
+	// upstream must read the same value: these keys are routing keys too.
+	MaxTokens        int64
+	MaxTokensPresent bool
 
 	bodyLen  int
 	objStart int  // index of the top-level '{'
@@ -53,9 +61,13 @@ const (
 	keyStream
 	keyStreamOptions
 	keyMessages
+	keyMaxTokens
+	keyMaxCompletionTokens
+	keyMaxOutputTokens
 )
 
-var routingKeys = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options", keyMessages: "messages"}
+var routingKeys = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options", keyMessages: "messages",
+	keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyMaxOutputTokens: "max_output_tokens"}
 
 // Parse validates body (json.Valid grammar, a single top-level object) and
 // returns its routing fields. Only top-level keys are read; "model" inside
@@ -118,6 +130,14 @@ func Parse(body []byte) (Fields, error) {
 			}
 		case keyMessages:
 			f.messages = span{vs, ve}
+		case keyMaxTokens, keyMaxCompletionTokens, keyMaxOutputTokens:
+			n, present, ok := tokenCount(body[vs:ve])
+			if !ok {
+				return f, fmt.Errorf("%w: %q must be a non-negative integer", ErrInvalidField, routingKeys[k])
+			}
+			if present {
+				f.MaxTokens, f.MaxTokensPresent = max(f.MaxTokens, n), true
+			}
 		}
 	}
 	if obj.Err() {
@@ -166,7 +186,7 @@ func routingKey(key []byte, esc bool) int {
 	// Fast reject on length: unescaped keys must have the exact length.
 	if !esc {
 		switch len(key) {
-		case 5, 6, 8, 14:
+		case 5, 6, 8, 10, 14, 17, 21:
 		default:
 			return keyNone
 		}
@@ -177,6 +197,36 @@ func routingKey(key []byte, esc bool) int {
 		}
 	}
 	return keyNone
+}
+
+// maxTokenCount bounds a token limit: far beyond any model's, and small
+// enough that a price times it stays far from int64 overflow.
+const maxTokenCount = 1 << 40
+
+// tokenCount reads a token limit: a non-negative JSON integer (an integral
+// number such as 1e3 or 100.0 is one too, as providers read it), or null
+// for none. Limits above maxTokenCount are clamped to it.
+func tokenCount(v []byte) (n int64, present, ok bool) {
+	if string(v) == "null" {
+		return 0, false, true
+	}
+	if len(v) == 0 || v[0] < '0' || v[0] > '9' {
+		return 0, false, false
+	}
+	if i := bytes.IndexAny(v, ".eE"); i < 0 {
+		if len(v) > 13 { // more digits than maxTokenCount has
+			return maxTokenCount, true, true
+		}
+		for _, c := range v {
+			n = n*10 + int64(c-'0')
+		}
+		return min(n, maxTokenCount), true, true
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || f != math.Trunc(f) {
+		return 0, false, false
+	}
+	return int64(min(f, maxTokenCount)), true, true
 }
 
 func boolOrNull(v []byte) (value, ok bool) {

@@ -1,0 +1,165 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hopgate/hopgate/dispatch"
+	"github.com/hopgate/hopgate/dispatch/apierror"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/wallet"
+	"github.com/hopgate/hopgate/internal/money"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// walletRetryAfter is the Retry-After of a 503 wallet_unavailable: the
+// store is usually back within seconds (a failover, a restart).
+const walletRetryAfter = 5 * time.Second
+
+// SetWallet turns charging on for configurations with wallets (a store and
+// auth.mode keys); nil turns it off. Package gateway calls it at start.
+func (s *Server) SetWallet(w *wallet.Wallet) { s.wallet.Store(w) }
+
+// identify authenticates the client: the config's keys first (constant
+// time), then the keys issued at run time, from the wallet's in-memory
+// snapshot (no database call per request). It returns the tenant, or the
+// error to answer with.
+func (s *Server) identify(cfg *config.Config, r *http.Request) (tenant string, e *apierror.Error) {
+	if cfg.Auth.Mode == config.AuthNone {
+		return "", nil
+	}
+	if sum, ok := keySum(r); ok {
+		if k := configKey(cfg, sum); k != nil {
+			if k.Tenant == "" {
+				return k.ID, nil // a Config built in code: the key is its tenant
+			}
+			return k.Tenant, nil
+		}
+		if w := s.wallet.Load(); w != nil && cfg.Store.Enabled {
+			k, found, loaded := w.LookupKey(sum)
+			if found {
+				return k.Tenant, nil
+			}
+			if !loaded {
+				// Never read the store's keys (it was down since start): the
+				// key may well be valid; do not call it invalid.
+				return "", apierror.WalletUnavailable("the key store could not be read yet; retry shortly", walletRetryAfter)
+			}
+		}
+	}
+	return "", apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>")
+}
+
+// reserve holds the request's estimated cost in its tenant's wallet. It
+// returns nil when the request is not charged (no wallet, or wallets off),
+// and ok=false once a refusal was written: 402 insufficient_balance (the
+// wallet cannot cover the reservation; no upstream call) or 503
+// wallet_unavailable (the store is down).
+//
+//go:noinline
+func (s *Server) reserve(w http.ResponseWriter, r *http.Request, req *dispatch.Request) (*wallet.Reservation, bool) {
+	wl := s.wallet.Load()
+	if wl == nil || !req.Config.Wallets() {
+		return nil, true
+	}
+	ctx := r.Context()
+	sizing := reservationSizing(req)
+	res, err := wl.Reserve(ctx, wallet.Request{
+		RequestID: walletRequestID(ctx), Tenant: req.Tenant, Config: req.Config, Model: req.Model, Sizing: sizing,
+	})
+	if err == nil {
+		return res, true
+	}
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attribute.String(telemetry.AttrTenant, req.Tenant))
+	var e *apierror.Error
+	switch {
+	case errors.Is(err, wallet.ErrInsufficientBalance), errors.Is(err, wallet.ErrNoWallet):
+		need := wallet.Cost(req.Model, wallet.Reserved(req.Model, sizing))
+		reason := "insufficient_balance"
+		msg := "the wallet of tenant " + req.Tenant + " cannot cover this request: it reserves " + money.Format(need) + " " +
+			req.Config.Billing.Currency + " at the list price of model " + req.Model.Name +
+			" (from max_tokens, or the model's estimate without it); top up the wallet or lower max_tokens"
+		if errors.Is(err, wallet.ErrNoWallet) {
+			reason = "no_wallet"
+			msg = "tenant " + req.Tenant + " has no wallet on this gateway; an operator creates it with `hopgate tenants create`"
+		}
+		s.tel.Metrics.WalletDenied(ctx, req.Model.Name)
+		span.AddEvent(telemetry.EventWalletDenied, trace.WithAttributes(
+			attribute.String(telemetry.AttrWalletReason, reason), attribute.Int64(telemetry.AttrWalletHold, need)))
+		e = apierror.InsufficientBalance(msg)
+	default:
+		e = apierror.WalletUnavailable("the wallet store is unavailable, so this request cannot be charged; nothing was sent upstream", walletRetryAfter)
+	}
+	s.refuse(w, r, req, e)
+	return nil, false
+}
+
+// reservationSizing is what the request's hold is sized from. Embeddings
+// produce no output tokens: their hold is the input alone.
+func reservationSizing(req *dispatch.Request) wallet.Sizing {
+	s := wallet.Sizing{BodyBytes: len(req.Body), MaxTokens: req.Fields.MaxTokens, MaxTokensPresent: req.Fields.MaxTokensPresent}
+	if req.Operation == config.OpEmbeddings {
+		s.MaxTokens, s.MaxTokensPresent = 0, true
+	}
+	return s
+}
+
+// refuse writes a wallet refusal with hopgate's headers and its log line.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, req *dispatch.Request, e *apierror.Error) {
+	id := dispatch.RequestID(r.Context())
+	h := w.Header()
+	h.Set("X-Request-Id", id)
+	if tp := dispatch.Traceparent(r.Context()); tp != "" {
+		h.Set("Traceparent", tp)
+	}
+	h.Set("X-Hopgate-Model", req.Model.Name)
+	h.Set("X-Hopgate-Attempts", "0")
+	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String(telemetry.AttrOutcome, e.Code),
+		attribute.String(telemetry.AttrErrorCode, e.Code))
+	if r.URL.Path == messagesPath {
+		apierror.WriteAnthropic(w, id, e) // Anthropic clients read Anthropic's shape
+	} else {
+		apierror.Write(w, id, e)
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("model", req.Model.Name),
+		slog.Int("status", e.Status), slog.String("outcome", e.Code), slog.String("code", e.Code),
+		slog.String("tenant", req.Tenant))
+}
+
+// settle charges (or releases) the request's reservation with what the
+// engine reports: the serving hop's usage, or what a cut stream delivered.
+//
+//go:noinline
+func (s *Server) settle(r *http.Request, hold *wallet.Reservation, res dispatch.Result) {
+	hold.Finish(r.Context(), wallet.Outcome{
+		Answered:     res.Answered,
+		InputTokens:  res.Usage.InputTokens,
+		OutputTokens: res.Usage.OutputTokens,
+		UsagePresent: res.Usage.Present,
+		TextBytes:    res.Delivered.TextBytes, ToolCallFrames: res.Delivered.ToolCallFrames,
+	})
+}
+
+// walletRequestID keys a request's hold and ledger row. The trace id alone
+// is not unique (a client may send the same traceparent twice, and a
+// ledger keyed by it would charge the second request nothing), so the
+// server span's id, chosen by hopgate, follows it: the ledger's request_id
+// starts with the X-Request-Id the client saw.
+func walletRequestID(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() && sc.HasSpanID() {
+		return sc.TraceID().String() + "-" + sc.SpanID().String()
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,23 @@
+// Package wallet charges tenants for the requests hopgate serves (DESIGN
+// §9): it reserves before dispatch, settles with the upstream's usage
+// after the answer, releases what was not answered, and keeps the client
+// keys issued at run time in memory so authenticating them never waits on
+// the database.
+//
+// One Wallet serves the process. Per request, package api calls Reserve
+// after the model is resolved (a hold sized from the request at the
+// model's list price; store.ErrInsufficientBalance means 402), then
+// Reservation.Finish with what the engine reports, and defers
+// Reservation.Guard so a panic or a forgotten Finish releases the hold.
+// In the background the Wallet re-reads the store's keys every
+// store.key_refresh, releases expired holds (ExpireHolds) so a replica
+// killed mid-request blocks no wallet for longer than billing.hold_ttl,
+// and retries every settle or release the store could not take until it
+// lands: Settle is idempotent per request id, so a charge is neither lost
+// nor taken twice.
+//
+// It owns the estimates (estimate.go): what a reservation assumes, and what
+// a stream that ended without a usage report is charged. It must not parse
+// HTTP, write responses or decide routing; the store's SQL is package
+// store's.
+package wallet

@@ -1,0 +1,101 @@
+package wallet
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/hopgate/hopgate/internal/store"
+)
+
+// pendingOp is a settle (charge set) or a release the store could not take
+// yet. Both are idempotent per request id, so retrying until one lands
+// neither loses a charge nor takes it twice.
+type pendingOp struct {
+	requestID, tenant string
+	charge            *store.Charge
+	owed              int64 // counted in Wallet.unsettled while pending
+	tries             int
+}
+
+func (w *Wallet) enqueue(op *pendingOp) {
+	w.mu.Lock()
+	w.pending = append(w.pending, op)
+	w.mu.Unlock()
+}
+
+// nudge wakes the retry loop after a store call succeeded: the store is
+// back, so what waits can land now rather than at the next interval.
+func (w *Wallet) nudge() {
+	if w.Pending() == 0 {
+		return
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// retryLoop retries pending operations every RetryInterval, and at once
+// when nudged.
+func (w *Wallet) retryLoop() {
+	for {
+		t := w.clock.NewTimer(w.retry)
+		select {
+		case <-w.stop:
+			t.Stop()
+			return
+		case <-t.Chan():
+		case <-w.kick:
+			t.Stop()
+		}
+		w.flush(context.Background())
+	}
+}
+
+// flush tries every pending operation in order, and stops at the first the
+// store cannot take (it is still down). It reports whether nothing is left.
+func (w *Wallet) flush(ctx context.Context) bool {
+	w.mu.Lock()
+	ops := append([]*pendingOp(nil), w.pending...)
+	w.mu.Unlock()
+	for _, op := range ops {
+		cctx, cancel := w.callCtx(ctx)
+		var err error
+		if op.charge != nil {
+			var st store.Settlement
+			st, err = w.store.Settle(cctx, *op.charge)
+			if err == nil && st.Duplicate {
+				// The first attempt committed before its answer was lost.
+				w.log.Info("wallet: a retried charge had landed already", slog.String("request_id", op.requestID))
+			}
+		} else {
+			_, err = w.store.Release(cctx, op.requestID)
+		}
+		cancel()
+		op.tries++
+		if err != nil && unavailable(err) {
+			return false
+		}
+		if err != nil {
+			w.log.Error("wallet: the store refused a retried operation; dropped", slog.String("request_id", op.requestID),
+				slog.Bool("charge", op.charge != nil), slog.Any("error", err))
+		} else if op.charge != nil {
+			w.log.Info("wallet: charge settled after the store came back", slog.String("request_id", op.requestID),
+				slog.Int("tries", op.tries))
+		}
+		w.remove(op)
+		w.addUnsettled(op.tenant, -op.owed)
+	}
+	return w.Pending() == 0
+}
+
+func (w *Wallet) remove(op *pendingOp) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, p := range w.pending {
+		if p == op {
+			w.pending = append(w.pending[:i], w.pending[i+1:]...)
+			return
+		}
+	}
+}

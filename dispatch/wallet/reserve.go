@@ -1,0 +1,219 @@
+package wallet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/money"
+	"github.com/hopgate/hopgate/internal/store"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// Request is one request to reserve for.
+type Request struct {
+	// RequestID keys the hold and the ledger row: unique per request
+	// (package api derives it from the trace and server span ids).
+	RequestID string
+	Tenant    string
+	// Config is the configuration the request started with.
+	Config *config.Config
+	// Model is the model the client asked for: its list price is charged,
+	// whichever model or channel served.
+	Model  *config.Model
+	Sizing Sizing
+}
+
+// Reservation is one request's hold, from Reserve to Finish (or Guard).
+type Reservation struct {
+	w        *Wallet
+	req      Request
+	amount   int64 // micro-units held
+	onCredit bool  // served on credit (fail_open): no hold in the store
+	done     atomic.Bool
+}
+
+// Amount is the reserved amount in micro-units.
+func (r *Reservation) Amount() int64 { return r.amount }
+
+// OnCredit reports a reservation served on credit while the store was down.
+func (r *Reservation) OnCredit() bool { return r.onCredit }
+
+// Reserve holds the request's estimated cost at the model's list price
+// (Reserved × ListPrice) with one conditional update on the store. Errors:
+// ErrInsufficientBalance and ErrNoWallet (402), ErrUnavailable (503 when
+// fail_closed, or fail_open without credit left), anything else is the
+// store refusing the request (logged; the caller answers 503 too).
+func (w *Wallet) Reserve(ctx context.Context, q Request) (*Reservation, error) {
+	t := Reserved(q.Model, q.Sizing)
+	r := &Reservation{w: w, req: q, amount: Cost(q.Model, t)}
+	h := store.Hold{
+		RequestID: q.RequestID, Tenant: q.Tenant, AmountMicros: r.amount,
+		ExpiresAt: w.clock.Now().Add(positive(q.Config.Billing.HoldTTL, config.DefaultHoldTTL)),
+	}
+	err := w.hold(ctx, h)
+	if unavailable(err) {
+		// Once more at once (Hold is idempotent per request id): after a
+		// database restart the pool's first use of each old connection
+		// fails, and one stale connection must not cost a client a 503.
+		err = w.hold(ctx, h)
+	}
+	switch {
+	case err == nil:
+		w.nudge()
+		return r, nil
+	case errors.Is(err, store.ErrInsufficientBalance), errors.Is(err, store.ErrNotFound):
+		return nil, err
+	case unavailable(err):
+		w.tel.Metrics.WalletStoreError(ctx, "hold")
+		b := q.Config.Billing
+		if b.OnStoreError == config.StoreErrorFailOpen && w.credit(q.Tenant, r.amount, b.FailOpenCredit) {
+			// Served on credit. The hold may have been written before the
+			// answer was lost: the settle or release of this request
+			// removes it either way.
+			r.onCredit = true
+			w.tel.Metrics.WalletStoreDown(ctx, q.Model.Name, telemetry.StoreDownCredit)
+			return r, nil
+		}
+		w.tel.Metrics.WalletStoreDown(ctx, q.Model.Name, telemetry.StoreDownRefused)
+		// The hold may have been written before the answer was lost.
+		w.enqueue(&pendingOp{requestID: q.RequestID, tenant: q.Tenant})
+		return nil, fmt.Errorf("%w (%w)", ErrUnavailable, err)
+	default:
+		w.tel.Metrics.WalletStoreError(ctx, "hold")
+		w.log.Error("wallet: the store refused a hold", slog.String("request_id", q.RequestID),
+			slog.String("tenant", q.Tenant), slog.Int64("amount_micros", r.amount), slog.Any("error", err))
+		return nil, err
+	}
+}
+
+func (w *Wallet) hold(ctx context.Context, h store.Hold) error {
+	cctx, cancel := w.callCtx(ctx)
+	defer cancel()
+	return w.store.Hold(cctx, h)
+}
+
+// credit admits amount on credit for tenant when what it has unsettled on
+// this replica stays within limit.
+func (w *Wallet) credit(tenant string, amount, limit int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.unsettled[tenant]+amount > limit {
+		return false
+	}
+	w.unsettled[tenant] += amount
+	return true
+}
+
+// Unsettled is what tenant owes this replica that the store has not
+// recorded yet (fail_open credit and charges waiting to be settled).
+func (w *Wallet) Unsettled(tenant string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.unsettled[tenant]
+}
+
+// addUnsettled moves tenant's unsettled amount by delta.
+func (w *Wallet) addUnsettled(tenant string, delta int64) {
+	if delta == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if v := w.unsettled[tenant] + delta; v > 0 {
+		w.unsettled[tenant] = v
+	} else {
+		delete(w.unsettled, tenant)
+	}
+}
+
+// Finish settles an answered request at the model's list price for the
+// usage reported (or estimated, see Charged), and releases an unanswered
+// one. It returns the charge in micro-units (0 for a release). Only the
+// first call of Finish or Guard acts.
+func (r *Reservation) Finish(ctx context.Context, o Outcome) int64 {
+	if r == nil || !r.done.CompareAndSwap(false, true) {
+		return 0
+	}
+	if !o.Answered {
+		r.w.release(ctx, r)
+		return 0
+	}
+	return r.w.settle(ctx, r, Charged(o, r.req.Sizing.BodyBytes))
+}
+
+// Guard is deferred right after Reserve: when the handler panics, or ends
+// without Finish, the hold is released (a panic never charges: what was
+// delivered is unknown) and the panic goes on.
+func (r *Reservation) Guard() {
+	v := recover()
+	if r.done.CompareAndSwap(false, true) {
+		r.w.release(context.Background(), r)
+	}
+	if v != nil {
+		panic(v)
+	}
+}
+
+func (w *Wallet) settle(ctx context.Context, r *Reservation, t Tokens) int64 {
+	m := r.req.Model
+	c := store.Charge{
+		RequestID: r.req.RequestID, Tenant: r.req.Tenant, Model: m.Name,
+		AmountMicros: Cost(m, t), InputTokens: t.Input, OutputTokens: t.Output, Estimated: t.Estimated,
+	}
+	basis := telemetry.UsageReported
+	if t.Estimated {
+		basis = telemetry.UsageEstimated
+	}
+	w.tel.Metrics.WalletCharge(ctx, m.Name, basis)
+	w.tel.Metrics.Revenue(ctx, m.Name, money.Float(c.AmountMicros))
+	credit := int64(0)
+	if r.onCredit {
+		credit = r.amount
+	}
+	cctx, cancel := w.callCtx(ctx)
+	st, err := w.store.Settle(cctx, c)
+	cancel()
+	switch {
+	case err == nil:
+		w.addUnsettled(c.Tenant, -credit)
+		if st.Duplicate {
+			w.log.Warn("wallet: request settled twice; charged once", slog.String("request_id", c.RequestID))
+		}
+		w.nudge()
+	case unavailable(err):
+		w.tel.Metrics.WalletStoreError(ctx, "settle")
+		// The charge is owed: it waits in pending (counted as unsettled
+		// instead of the reservation) until the store takes it.
+		w.addUnsettled(c.Tenant, c.AmountMicros-credit)
+		w.enqueue(&pendingOp{requestID: c.RequestID, tenant: c.Tenant, charge: &c, owed: c.AmountMicros})
+	default:
+		w.addUnsettled(c.Tenant, -credit)
+		w.tel.Metrics.WalletStoreError(ctx, "settle")
+		w.log.Error("wallet: the store refused a charge", slog.String("request_id", c.RequestID),
+			slog.String("tenant", c.Tenant), slog.Int64("amount_micros", c.AmountMicros), slog.Any("error", err))
+	}
+	return c.AmountMicros
+}
+
+func (w *Wallet) release(ctx context.Context, r *Reservation) {
+	if r.onCredit {
+		w.addUnsettled(r.req.Tenant, -r.amount)
+	}
+	cctx, cancel := w.callCtx(ctx)
+	_, err := w.store.Release(cctx, r.req.RequestID)
+	cancel()
+	switch {
+	case err == nil:
+		w.nudge()
+	case unavailable(err):
+		w.tel.Metrics.WalletStoreError(ctx, "release")
+		w.enqueue(&pendingOp{requestID: r.req.RequestID, tenant: r.req.Tenant})
+	default:
+		w.tel.Metrics.WalletStoreError(ctx, "release")
+		w.log.Error("wallet: the store refused a release", slog.String("request_id", r.req.RequestID), slog.Any("error", err))
+	}
+}

@@ -1,0 +1,462 @@
+package wallet_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/wallet"
+	"github.com/hopgate/hopgate/internal/money"
+	"github.com/hopgate/hopgate/internal/store"
+	"github.com/hopgate/hopgate/internal/testkit"
+)
+
+// faultyStore is a real store that can be made unavailable: down fails
+// every call before it reaches the database; lose lets a call commit and
+// then loses its answer, as a connection dropped after COMMIT does.
+type faultyStore struct {
+	*store.Store
+	down, lose atomic.Bool
+	mu         sync.Mutex
+	calls      map[string]int
+}
+
+var errDown = fmt.Errorf("%w: test: connection refused", store.ErrUnavailable)
+
+func (f *faultyStore) count(op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[op]++
+}
+
+func (f *faultyStore) Calls(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+func (f *faultyStore) Hold(ctx context.Context, h store.Hold) error {
+	f.count("hold")
+	if f.down.Load() {
+		return errDown
+	}
+	err := f.Store.Hold(ctx, h)
+	if err == nil && f.lose.Load() {
+		return errDown
+	}
+	return err
+}
+
+func (f *faultyStore) Settle(ctx context.Context, c store.Charge) (store.Settlement, error) {
+	f.count("settle")
+	if f.down.Load() {
+		return store.Settlement{}, errDown
+	}
+	st, err := f.Store.Settle(ctx, c)
+	if err == nil && f.lose.Load() {
+		return store.Settlement{}, errDown
+	}
+	return st, err
+}
+
+func (f *faultyStore) Release(ctx context.Context, id string) (bool, error) {
+	f.count("release")
+	if f.down.Load() {
+		return false, errDown
+	}
+	return f.Store.Release(ctx, id)
+}
+
+func (f *faultyStore) ExpireHolds(ctx context.Context, now time.Time) (int, error) {
+	f.count("expire")
+	if f.down.Load() {
+		return 0, errDown
+	}
+	return f.Store.ExpireHolds(ctx, now)
+}
+
+func (f *faultyStore) Keys(ctx context.Context) ([]store.KeyRecord, error) {
+	f.count("keys")
+	if f.down.Load() {
+		return nil, errDown
+	}
+	return f.Store.Keys(ctx)
+}
+
+// fixture is a wallet on a real SQLite store, on a fake clock.
+type fixture struct {
+	t     *testing.T
+	st    *faultyStore
+	w     *wallet.Wallet
+	cfg   *config.Config
+	clock *clockwork.FakeClock
+	n     int
+}
+
+const fixtureConfig = `auth:
+  keys: [{id: k, tenant: acme, sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}]
+store: {key_refresh: 10s}
+billing: {hold_ttl: 4m %s}
+channels:
+  - {id: a, base_url: "http://127.0.0.1:1/v1"}
+models:
+  - name: m
+    chain: [{channel: a, price: {input: 0.1, output: 0.2}}]
+    price: {input: 1, output: 2}
+    reserve_output_tokens: 100
+`
+
+func newFixture(t *testing.T, billing string) *fixture {
+	t.Helper()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(fixtureConfig, billing)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "w.db"), Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	f := &fixture{t: t, st: &faultyStore{Store: s}, cfg: cfg, clock: clock}
+	f.w = wallet.New(wallet.Options{Store: f.st, Config: func() *config.Config { return cfg }, Clock: clock})
+	f.w.Start(context.Background())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		f.w.Close(ctx)
+	})
+	if _, err := s.CreateTenant(context.Background(), "acme", "test"); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) topUp(micros int64) {
+	f.t.Helper()
+	if _, err := f.st.Store.TopUp(context.Background(), "acme", micros, "test"); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) tenant() store.Tenant {
+	f.t.Helper()
+	tn, err := f.st.Store.Tenant(context.Background(), "acme")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return tn
+}
+
+// reserve reserves for a body of bodyBytes with the given max_tokens (-1:
+// none).
+func (f *fixture) reserve(bodyBytes int, maxTokens int64) (*wallet.Reservation, error) {
+	f.n++
+	return f.w.Reserve(context.Background(), wallet.Request{
+		RequestID: fmt.Sprintf("req-%d", f.n), Tenant: "acme", Config: f.cfg, Model: f.cfg.Model("m"),
+		Sizing: wallet.Sizing{BodyBytes: bodyBytes, MaxTokens: max(maxTokens, 0), MaxTokensPresent: maxTokens >= 0},
+	})
+}
+
+// advance moves the fake clock once the wallet's three loops (keys,
+// expiry, retries) wait on it, so no timer is created after the jump.
+func (f *fixture) advance(d time.Duration) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.clock.BlockUntilContext(ctx, 3); err != nil {
+		f.t.Fatalf("the wallet's loops never waited on the clock: %v", err)
+	}
+	f.clock.Advance(d)
+}
+
+// waitFor waits for cond (a condition, never the passing of time),
+// checked every 10 ms: conditions here cost a query or a request.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	testkit.Poll{Every: 10 * time.Millisecond}.Eventually(t, cond, what)
+}
+
+// Why: the hold is sized from the request (token limit, else the model's
+// estimate; input from the body size) at the list price, and the charge
+// is the reported usage at the list price, not the channel's price.
+func TestReserveAndSettle(t *testing.T) {
+	f := newFixture(t, "")
+	f.topUp(1_000_000)
+	r, err := f.reserve(400, 50) // 100 input tokens estimated, 50 output
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(100*1 + 50*2); r.Amount() != want || f.tenant().ReservedMicros != want {
+		t.Fatalf("held %d (tenant reserved %d), want %d", r.Amount(), f.tenant().ReservedMicros, want)
+	}
+	charged := r.Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 30, OutputTokens: 7})
+	if want := (money.Price{Input: 1_000_000, Output: 2_000_000}).Cost(30, 7); charged != want {
+		t.Fatalf("charged %d, want %d", charged, want)
+	}
+	tn := f.tenant()
+	if tn.BalanceMicros != 1_000_000-charged || tn.ReservedMicros != 0 {
+		t.Fatalf("tenant %+v", tn)
+	}
+	led, _ := f.st.Store.Ledger(context.Background(), "acme", 1)
+	if e := led[0]; e.RequestID != "req-1" || e.AmountMicros != -charged || e.InputTokens != 30 || e.OutputTokens != 7 || e.Estimated || e.Model != "m" {
+		t.Fatalf("ledger row %+v", e)
+	}
+	// Without a token limit the model's reserve_output_tokens is assumed.
+	r2, err := f.reserve(8, -1)
+	if err != nil || r2.Amount() != 2*1+100*2 {
+		t.Fatalf("default reservation %v, %v", r2.Amount(), err)
+	}
+	r2.Finish(context.Background(), wallet.Outcome{})
+}
+
+// Why: an unanswered request (a failure, hopgate's own error, a client
+// gone before anything was committed) is released, never charged.
+func TestUnansweredIsReleased(t *testing.T) {
+	f := newFixture(t, "")
+	f.topUp(10_000)
+	r, err := f.reserve(40, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Finish(context.Background(), wallet.Outcome{Answered: false, UsagePresent: true, OutputTokens: 99}); got != 0 {
+		t.Fatalf("charged %d for an unanswered request", got)
+	}
+	if tn := f.tenant(); tn.BalanceMicros != 10_000 || tn.ReservedMicros != 0 {
+		t.Fatalf("tenant %+v", tn)
+	}
+	// A second Finish changes nothing.
+	r.Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, OutputTokens: 5})
+	if tn := f.tenant(); tn.BalanceMicros != 10_000 {
+		t.Fatalf("second Finish charged: %+v", tn)
+	}
+}
+
+// Why: a stream cut before its usage report is charged for what was
+// delivered, by the documented estimate.
+func TestEstimateWhenNoUsage(t *testing.T) {
+	f := newFixture(t, "")
+	f.topUp(10_000)
+	r, err := f.reserve(41, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.Finish(context.Background(), wallet.Outcome{Answered: true, TextBytes: 21, ToolCallFrames: 2})
+	// input ceil(41/4) = 11, output ceil(21/4) + 2 = 8
+	if want := int64(11*1 + 8*2); got != want {
+		t.Fatalf("charged %d, want %d", got, want)
+	}
+	led, _ := f.st.Store.Ledger(context.Background(), "acme", 1)
+	if e := led[0]; !e.Estimated || e.InputTokens != 11 || e.OutputTokens != 8 {
+		t.Fatalf("ledger row %+v", e)
+	}
+}
+
+// Why: the balance decides: a reservation that does not fit is refused
+// (402), and so is a tenant without a wallet.
+func TestDenied(t *testing.T) {
+	f := newFixture(t, "")
+	f.topUp(199)
+	if _, err := f.reserve(4, 100); !errors.Is(err, wallet.ErrInsufficientBalance) { // 1 + 200
+		t.Fatalf("err %v, want insufficient balance", err)
+	}
+	r, err := f.reserve(4, 99) // 1 + 198 fits exactly
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Finish(context.Background(), wallet.Outcome{})
+	_, err = f.w.Reserve(context.Background(), wallet.Request{RequestID: "x", Tenant: "nobody", Config: f.cfg, Model: f.cfg.Model("m")})
+	if !errors.Is(err, wallet.ErrNoWallet) {
+		t.Fatalf("unknown tenant: %v", err)
+	}
+}
+
+// Why: a panic in the handler releases the hold and still panics.
+func TestGuardReleasesOnPanic(t *testing.T) {
+	f := newFixture(t, "")
+	f.topUp(10_000)
+	r, err := f.reserve(4, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != "boom" {
+				t.Fatalf("recovered %v, want the handler's panic", v)
+			}
+		}()
+		defer r.Guard()
+		panic("boom")
+	}()
+	if tn := f.tenant(); tn.ReservedMicros != 0 || tn.BalanceMicros != 10_000 {
+		t.Fatalf("tenant %+v", tn)
+	}
+}
+
+// Why: a settle the store could not take is retried until it lands, and a
+// settle whose answer was lost after COMMIT lands exactly once.
+func TestSettleRetriedUntilItLands(t *testing.T) {
+	f := newFixture(t, "")
+	f.topUp(10_000)
+	r1, _ := f.reserve(4, 10)
+	r2, _ := f.reserve(4, 10)
+	f.st.down.Store(true)
+	c1 := r1.Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 1})
+	f.st.down.Store(false)
+	f.st.lose.Store(true)
+	c2 := r2.Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 2, OutputTokens: 2})
+	f.st.lose.Store(false)
+	if f.w.Pending() != 2 || f.w.Unsettled("acme") != c1+c2 {
+		t.Fatalf("pending %d, unsettled %d", f.w.Pending(), f.w.Unsettled("acme"))
+	}
+	f.st.down.Store(true)
+	f.advance(wallet.DefaultRetryInterval) // a round while still down lands nothing
+	waitFor(t, "a retry round", func() bool { return f.st.Calls("settle") >= 3 })
+	if f.w.Pending() != 2 {
+		t.Fatalf("pending %d while the store is down", f.w.Pending())
+	}
+	f.st.down.Store(false)
+	for f.w.Pending() > 0 {
+		f.advance(wallet.DefaultRetryInterval)
+		waitFor(t, "the next retry round", func() bool { return f.st.Calls("settle") >= 4 })
+	}
+	tn := f.tenant()
+	if tn.BalanceMicros != 10_000-c1-c2 || tn.ReservedMicros != 0 || f.w.Unsettled("acme") != 0 {
+		t.Fatalf("tenant %+v, unsettled %d", tn, f.w.Unsettled("acme"))
+	}
+	led, _ := f.st.Store.Ledger(context.Background(), "acme", 0)
+	if len(led) != 3 { // top-up and two charges, none twice
+		t.Fatalf("ledger %+v", led)
+	}
+	if err := f.st.Store.Verify(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Why: fail_closed refuses while the store is down, and the hold that may
+// have been written before the answer was lost is released afterwards.
+func TestFailClosed(t *testing.T) {
+	f := newFixture(t, "")
+	f.topUp(10_000)
+	f.st.lose.Store(true) // the hold commits, its answer is lost
+	if _, err := f.reserve(4, 10); !errors.Is(err, wallet.ErrUnavailable) {
+		t.Fatalf("err %v, want unavailable", err)
+	}
+	f.st.lose.Store(false)
+	if f.tenant().ReservedMicros == 0 || f.w.Pending() != 1 {
+		t.Fatalf("the lost hold should be there and its release pending: %+v, %d", f.tenant(), f.w.Pending())
+	}
+	// The next successful store call wakes the retries at once.
+	r, err := f.reserve(4, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Finish(context.Background(), wallet.Outcome{})
+	waitFor(t, "the release", func() bool { return f.w.Pending() == 0 })
+	if tn := f.tenant(); tn.ReservedMicros != 0 || tn.BalanceMicros != 10_000 {
+		t.Fatalf("tenant %+v", tn)
+	}
+}
+
+// Why: fail_open serves on credit while the store is down, at most
+// fail_open_credit per tenant on this replica, and every charge lands
+// when the store is back.
+func TestFailOpenCredit(t *testing.T) {
+	f := newFixture(t, ", on_store_error: fail_open, fail_open_credit: 0.0005") // 500 micro-units
+	f.topUp(10_000)
+	f.st.down.Store(true)
+	var served []*wallet.Reservation
+	for {
+		r, err := f.reserve(4, 100) // 201 each
+		if err != nil {
+			if !errors.Is(err, wallet.ErrUnavailable) {
+				t.Fatal(err)
+			}
+			break
+		}
+		if !r.OnCredit() {
+			t.Fatal("served without credit while down")
+		}
+		served = append(served, r)
+	}
+	if len(served) != 2 || f.w.Unsettled("acme") != 402 {
+		t.Fatalf("served %d on credit, unsettled %d; want 2 and 402", len(served), f.w.Unsettled("acme"))
+	}
+	var total int64
+	for _, r := range served {
+		total += r.Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 10, OutputTokens: 20})
+	}
+	if f.w.Unsettled("acme") != total {
+		t.Fatalf("unsettled %d, want the charges %d", f.w.Unsettled("acme"), total)
+	}
+	f.st.down.Store(false)
+	f.advance(wallet.DefaultRetryInterval)
+	waitFor(t, "the charges to land", func() bool { return f.w.Pending() == 0 })
+	if tn := f.tenant(); tn.BalanceMicros != 10_000-total || tn.ReservedMicros != 0 || f.w.Unsettled("acme") != 0 {
+		t.Fatalf("tenant %+v", tn)
+	}
+}
+
+// Why: keys issued at run time authenticate from a snapshot refreshed every
+// key_refresh; a revoked key disappears at the next refresh.
+func TestKeySnapshot(t *testing.T) {
+	f := newFixture(t, "")
+	secret := "hg-test-secret"
+	sum := sha256.Sum256([]byte(secret))
+	if _, found, loaded := f.w.LookupKey(sum); found || !loaded {
+		t.Fatalf("found %v loaded %v before the key exists", found, loaded)
+	}
+	if err := f.st.Store.AddKey(context.Background(), store.KeyRecord{KeyID: "k1", Tenant: "acme", SHA256: hex.EncodeToString(sum[:])}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.advance(10 * time.Second)
+	waitFor(t, "the refresh", func() bool { _, found, _ := f.w.LookupKey(sum); return found })
+	if k, _, _ := f.w.LookupKey(sum); k != (wallet.StoreKey{ID: "k1", Tenant: "acme"}) {
+		t.Fatalf("key %+v", k)
+	}
+	if err := f.st.Store.RevokeKey(context.Background(), "k1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.w.Refresh(context.Background())
+	if _, found, _ := f.w.LookupKey(sum); found {
+		t.Fatal("revoked key still in the snapshot")
+	}
+}
+
+// Why: the hold of a replica that died expires: the wallet's sweep
+// releases it once hold_ttl has passed on its clock, not before.
+func TestExpirySweep(t *testing.T) {
+	f := newFixture(t, "")
+	f.topUp(10_000)
+	if _, err := f.reserve(4, 10); err != nil { // never finished: its replica "died"
+		t.Fatal(err)
+	}
+	f.advance(time.Minute) // one sweep (hold_ttl 4m / 4), nothing expired yet
+	waitFor(t, "a sweep", func() bool { return f.st.Calls("expire") >= 1 })
+	if f.tenant().ReservedMicros == 0 {
+		t.Fatal("released before hold_ttl")
+	}
+	for i := 2; f.tenant().ReservedMicros != 0; i++ {
+		if i > 5 {
+			t.Fatal("not released after hold_ttl and a sweep")
+		}
+		f.advance(time.Minute)
+		waitFor(t, "the next sweep", func() bool { return f.st.Calls("expire") >= i })
+	}
+	if f.clock.Since(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)) < 4*time.Minute {
+		t.Fatal("released before hold_ttl")
+	}
+}
