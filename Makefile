@@ -75,7 +75,7 @@ clean:
 	rm -rf $(BIN)
 
 ## bench: hopgate against direct and a bare reverse proxy, tracing on (about
-## 6 minutes, loopback only); rewrites docs/benchmarks.md. BENCH_PEERS=portkey
+## 9 minutes, loopback only); rewrites docs/benchmarks.md. BENCH_PEERS=portkey
 ## adds Portkey's gateway; BENCH_FLAGS passes hopbench flags (-quick, -profile DIR).
 bench:
 	$(GO) run ./cmd/hopbench -out docs/benchmarks.md $(BENCH_FLAGS)

@@ -75,11 +75,23 @@ func TestQuickRun(t *testing.T) {
 	if e.batchRequests == 0 || low || high {
 		t.Errorf("batch variant: %d requests (%d failed), %d spans received, %d expected", e.batchRequests, e.batchFailed, e.batchSink.Spans, e.batchExpected)
 	}
+	// Over TLS, each target's requests reached the upstream over the
+	// protocol its row names: hopgate's and the proxy's transport offer
+	// HTTP/2, the h1 upstream does not.
+	for _, pr := range tlsProtocols {
+		for _, name := range []string{pr.proxy, pr.hopgate} {
+			st, h2 := res.tlsConns[name], pr.proxy == targetProxyH2
+			if n := st.HTTP1 + st.HTTP2; n == 0 || h2 && st.HTTP1 != 0 || !h2 && st.HTTP2 != 0 {
+				t.Errorf("%s: the TLS upstream saw %+v", name, st)
+			}
+		}
+	}
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, section := range []string{"## Targets", "## Throughput", "## Latency", "## Time to first token",
+		"## Translating path", "| stream-50-frames | https/h2 |", "upstream over https/h1 (completion-1KB)", "TLS connections accepted",
 		"## Failover paths", "## Memory per idle stream", "## Trace export", "## Go micro-benchmarks",
 		"What tracing costs", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy", "hopgate-sdkexport / proxy"} {
 		if !strings.Contains(string(b), section) {

@@ -30,6 +30,20 @@
 // encoder). BENCH_PEERS=portkey adds Portkey's open-source gateway as a
 // fourth target (npm install into the user cache, outside the repository).
 //
+// Real providers are HTTPS, HTTP/2 where they offer it: the upstream role
+// also serves over TLS, with a CA and certificate the harness makes at run
+// time (tls.go), on one listener offering HTTP/1.1 only and one offering
+// HTTP/2. Two more bare proxies point at them, and the measured hopgate has
+// a model for each (bench-h1, bench-h2); the gateway and proxy processes
+// trust the CA through SSL_CERT_FILE, which crypto/x509 reads on Linux, so
+// dispatch.NewTransport is measured unchanged. The upstream counts the
+// connections (handshakes) and the protocol of every request, per TLS turn.
+// The translating path is the measured hopgate serving an OpenAI client
+// from a provider: anthropic channel (model bench-anthropic) on the same
+// upstream, which answers Anthropic Messages at /v1/messages with the same
+// text and a stream of the same length; it runs in the throughput and
+// time-to-first-token rounds next to the pass-through hopgate.
+//
 // hopbench owns only this measurement. It must not change how hopgate
 // behaves: the gateway under test is built from the same packages and
 // defaults as `hopgate serve`, configured through a YAML config and OTEL_*

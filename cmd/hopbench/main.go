@@ -103,24 +103,30 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 
 // results is everything a run measured; report.go renders it.
 type results struct {
-	opts        options
-	facts       machineFacts
-	targets     []string           // in round order
-	latency     map[string]*matrix // by workload name
-	throughput  map[string]*matrix // by workload name
-	ttft        *matrix            // streams
-	failRate    *matrix            // failover cases at the fixed rate
-	failMax     *matrix            // failover cases at fixed concurrency
-	skipHits    int64              // upstream round trips to the open channel during skip turns
-	fail1Hits   int64              // round trips to the 503 channel during fail1 turns
-	fail1Reqs   int64              // fail1 requests answered
-	idle        map[string]idleResult
-	export      exportStats
-	calibration map[string]sample // fast upstream vs cmd/fakeupstream
-	micro       microResult
-	profiles    []string
-	notes       []string
-	elapsed     time.Duration
+	opts       options
+	facts      machineFacts
+	targets    []string           // in round order
+	latency    map[string]*matrix // by workload name
+	throughput map[string]*matrix // by workload name
+	ttft       *matrix            // streams
+	failRate   *matrix            // failover cases at the fixed rate
+	failMax    *matrix            // failover cases at fixed concurrency
+	skipHits   int64              // upstream round trips to the open channel during skip turns
+	fail1Hits  int64              // round trips to the 503 channel during fail1 turns
+	fail1Reqs  int64              // fail1 requests answered
+	idle       map[string]idleResult
+	// tlsThroughput and tlsLatency measure the bare proxy and hopgate
+	// against the TLS upstreams (targets targetProxyH1 …); tlsConns is what
+	// each target's turns cost the upstream in connections and requests.
+	tlsThroughput map[string]*matrix // by workload name
+	tlsLatency    *matrix            // completions at the fixed rate
+	tlsConns      map[string]tlsStats
+	export        exportStats
+	calibration   map[string]sample // fast upstream vs cmd/fakeupstream
+	micro         microResult
+	profiles      []string
+	notes         []string
+	elapsed       time.Duration
 }
 
 // matrix holds one sample per target per round.
@@ -155,11 +161,29 @@ const (
 	spansStream     = 5
 )
 
+// Targets of the TLS rounds: the bare proxy and hopgate, each to the
+// upstream offering HTTP/1.1 only and to the one offering HTTP/2.
+const (
+	targetProxyH1   = "proxy/h1"
+	targetHopgateH1 = "hopgate/h1"
+	targetProxyH2   = "proxy/h2"
+	targetHopgateH2 = "hopgate/h2"
+)
+
+// targetTranslating is the measured hopgate serving an OpenAI client from
+// an Anthropic channel (model bench-anthropic): it runs in the plain
+// throughput and time-to-first-token rounds next to *hopgate*, whose
+// channel answers in OpenAI's own format (pass-through).
+const targetTranslating = "translating"
+
 // world is the running benchmark environment.
 type world struct {
 	o        options
+	pki      *benchPKI
 	up       *child
 	proxy    *child
+	proxyH1  *child // the bare proxy to the TLS upstreams
+	proxyH2  *child
 	gw       *child
 	peers    []*peer
 	sink     *otlpSink
@@ -167,6 +191,10 @@ type world struct {
 	sinkStop func()
 	targets  []target
 	hopgate  target
+	// tlsTargets are the TLS rounds' targets (targetProxyH1 …);
+	// translating is the measured hopgate on its Anthropic channel.
+	tlsTargets  []target
+	translating target
 	// variants: hopgate differing in one setting (throughput and completion
 	// latency rounds), and their processes.
 	variants    []target
@@ -206,10 +234,19 @@ func run(ctx context.Context, o options) (*results, error) {
 		}
 	}
 	res := &results{opts: o, facts: readFacts(), latency: map[string]*matrix{}, throughput: map[string]*matrix{},
-		idle: map[string]idleResult{}, calibration: map[string]sample{}}
+		idle: map[string]idleResult{}, calibration: map[string]sample{}, tlsThroughput: map[string]*matrix{},
+		tlsConns: map[string]tlsStats{}}
 	w := &world{o: o, sink: newOTLPSink(), batchSink: newOTLPSink(), client: streamClient(),
 		order: rand.New(rand.NewPCG(o.seed, 0))}
 	defer w.close()
+	pkiDir, err := os.MkdirTemp("", "hopbench-tls-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(pkiDir)
+	if w.pki, err = newBenchPKI(pkiDir); err != nil {
+		return nil, fmt.Errorf("TLS certificate: %w", err)
+	}
 	if err := w.start(); err != nil {
 		return nil, err
 	}
@@ -226,7 +263,8 @@ func run(ctx context.Context, o options) (*results, error) {
 		return nil, err
 	}
 	w.logf("warm-up")
-	for _, t := range append(w.targets[:len(w.targets):len(w.targets)], w.variants...) {
+	warm := append(w.targets[:len(w.targets):len(w.targets)], w.variants...)
+	for _, t := range append(warm, w.translating) {
 		for _, wl := range []workload{wlComplete, wlStream} {
 			w.count(t, wl, attack(t, wl, attackMode{workers: o.workers}, o.duration/3))
 		}
@@ -246,7 +284,8 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	for _, wl := range []workload{wlComplete, wlStream} {
 		w.logf("throughput at %s, %s", maxMode, wl.name)
-		res.throughput[wl.name] = w.rounds(append(w.targets[:len(w.targets):len(w.targets)], w.variants...), wl, maxMode, func(round int, t target, d time.Duration) func() {
+		ts := append(w.targets[:len(w.targets):len(w.targets)], w.variants...)
+		res.throughput[wl.name] = w.rounds(append(ts, w.translating), wl, maxMode, func(round int, t target, d time.Duration) func() {
 			if o.profileDir == "" || round != 0 || t.name != "hopgate" {
 				return nil
 			}
@@ -257,10 +296,27 @@ func run(ctx context.Context, o options) (*results, error) {
 	// and leaves the later phases the CPU and memory they held.
 	w.stopVariants()
 
+	// Warmed here, not with the others: their idle connections would have
+	// outlived the transport's IdleConnTimeout (90 s) by now, and the first
+	// round would pay handshakes the others do not.
+	w.logf("upstreams over TLS: warm-up")
+	for _, t := range w.tlsTargets {
+		for _, wl := range []workload{wlComplete, wlStream} {
+			w.count(t, wl, attack(t, wl, maxMode, o.duration/3))
+		}
+	}
+	w.logf("upstreams over TLS: latency at %s, %s", rateMode, wlComplete.name)
+	res.tlsLatency = w.rounds(w.tlsTargets, wlComplete, rateMode, w.countTLS(res))
+	for _, wl := range []workload{wlComplete, wlStream} {
+		w.logf("upstreams over TLS: throughput at %s, %s", maxMode, wl.name)
+		res.tlsThroughput[wl.name] = w.rounds(w.tlsTargets, wl, maxMode, w.countTLS(res))
+	}
+
 	w.logf("time to first token, %d concurrent streams", o.ttftWorkers)
-	res.ttft = newMatrix(attackMode{workers: uint64(o.ttftWorkers)}, wlStream, res.targets)
+	ttftTargets := append(w.targets[:len(w.targets):len(w.targets)], w.translating)
+	res.ttft = newMatrix(attackMode{workers: uint64(o.ttftWorkers)}, wlStream, append(slices.Clone(res.targets), targetTranslating))
 	for range o.rounds {
-		for _, t := range w.shuffled(w.targets) {
+		for _, t := range w.shuffled(ttftTargets) {
 			time.Sleep(o.settle)
 			scraped := w.scrapeDuring(t, o.duration)
 			s := ttft(w.client, t, o.ttftWorkers, o.duration)
@@ -316,11 +372,17 @@ func (w *world) start() error {
 		return err
 	}
 	w.sinkAddr, w.sinkStop = sinkAddr, func() { sinkSrv.Close() }
-	if w.up, err = startRole(roleUpstream); err != nil {
+	if w.up, err = startRole(roleUpstream, w.pki.upstreamEnv()...); err != nil {
 		return err
 	}
 	upAddr := w.up.addrs["upstream"]
 	if w.proxy, err = startRole(roleProxy, envUpstream+"="+upAddr); err != nil {
+		return err
+	}
+	if w.proxyH1, err = startRole(roleProxy, envUpstream+"=https://"+w.up.addrs["upstream-h1"], w.pki.trustEnv()); err != nil {
+		return err
+	}
+	if w.proxyH2, err = startRole(roleProxy, envUpstream+"=https://"+w.up.addrs["upstream-h2"], w.pki.trustEnv()); err != nil {
 		return err
 	}
 	if w.gw, err = w.startGateway(); err != nil {
@@ -331,6 +393,17 @@ func (w *world) start() error {
 	w.hopgate = target{name: "hopgate", url: "http://" + w.gw.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench,
 		pid: w.gw.pid(), admin: w.gw.addrs["admin"]}
 	w.targets = []target{direct, proxy, w.hopgate}
+	w.translating = w.hopgate
+	w.translating.name, w.translating.model = targetTranslating, modelAnthropic
+	hgH1, hgH2 := w.hopgate, w.hopgate
+	hgH1.name, hgH1.model = targetHopgateH1, modelH1
+	hgH2.name, hgH2.model = targetHopgateH2, modelH2
+	w.tlsTargets = []target{
+		{name: targetProxyH1, url: "http://" + w.proxyH1.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.proxyH1.pid()},
+		hgH1,
+		{name: targetProxyH2, url: "http://" + w.proxyH2.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.proxyH2.pid()},
+		hgH2,
+	}
 	// The variants export to a sink of their own: the export table counts
 	// the measured gateway's spans only.
 	vSrv, vAddr, err := serveLoopback(newOTLPSink())
@@ -346,10 +419,11 @@ func (w *world) start() error {
 	}
 	w.sinkStop = func() { sinkStop(); vSrv.Close(); bSrv.Close() }
 	for _, v := range []string{tracingHealthy10, tracingOff, tracingBatch128, tracingGOGC200, tracingSDKExport} {
-		env := []string{envUpstream + "=" + upAddr, envOTLP + "=http://" + vAddr, envTracing + "=" + v}
+		// The same config as the measured gateway (TLS channels included).
+		env := append(w.gatewayEnv(), envOTLP+"=http://"+vAddr, envTracing+"="+v)
 		switch v {
 		case tracingBatch128:
-			env = append(append(env[:1], envOTLP+"=http://"+bAddr, envTracing+"="+v), batch128Env...)
+			env = append(append(w.gatewayEnv(), envOTLP+"=http://"+bAddr, envTracing+"="+v), batch128Env...)
 		case tracingGOGC200:
 			env = append(env, gogc200Env)
 		}
@@ -373,7 +447,41 @@ func (w *world) start() error {
 }
 
 func (w *world) startGateway() (*child, error) {
-	return startRole(roleGateway, envUpstream+"="+w.up.addrs["upstream"], envOTLP+"=http://"+w.sinkAddr)
+	return startRole(roleGateway, append(w.gatewayEnv(), envOTLP+"=http://"+w.sinkAddr)...)
+}
+
+// gatewayEnv is what every hopgate process gets: where the upstreams are,
+// and the CA of the TLS ones to trust.
+func (w *world) gatewayEnv() []string {
+	return []string{envUpstream + "=" + w.up.addrs["upstream"], envUpstreamH1 + "=" + w.up.addrs["upstream-h1"],
+		envUpstreamH2 + "=" + w.up.addrs["upstream-h2"], w.pki.trustEnv()}
+}
+
+// countTLS returns a rounds hook adding what each TLS turn cost the
+// upstream (connections accepted, requests by protocol) to res.tlsConns.
+func (w *world) countTLS(res *results) func(int, target, time.Duration) func() {
+	return func(_ int, t target, _ time.Duration) func() {
+		pick := func(st upstreamStats) tlsStats {
+			if t.name == targetProxyH2 || t.name == targetHopgateH2 {
+				return st.TLSH2
+			}
+			return st.TLSH1
+		}
+		before, err := w.upstreamStats()
+		if err != nil {
+			res.notes = append(res.notes, "TLS connection counts: "+err.Error())
+			return nil
+		}
+		return func() {
+			after, err := w.upstreamStats()
+			if err != nil {
+				res.notes = append(res.notes, "TLS connection counts: "+err.Error())
+				return
+			}
+			d, acc := pick(after).sub(pick(before)), res.tlsConns[t.name]
+			res.tlsConns[t.name] = tlsStats{Conns: acc.Conns + d.Conns, HTTP1: acc.HTTP1 + d.HTTP1, HTTP2: acc.HTTP2 + d.HTTP2}
+		}
+	}
 }
 
 func (w *world) close() {
@@ -382,16 +490,22 @@ func (w *world) close() {
 			w.peerErrors = append(w.peerErrors, fmt.Sprintf("%s logged: %s", p.name, e))
 		}
 	}
-	if w.proxy != nil {
+	for _, p := range []struct {
+		c    *child
+		name string
+	}{{w.proxy, "the bare proxy"}, {w.proxyH1, "the bare proxy to the TLS upstream (HTTP/1.1)"}, {w.proxyH2, "the bare proxy to the TLS upstream (HTTP/2)"}} {
+		if p.c == nil {
+			continue
+		}
 		// ReverseProxy logs why it cut a response: the notes should say
 		// why the baseline failed requests, not only that it did.
-		if n, l := linesWith(w.proxy.stderr.String(), "proxy: "); n > 0 {
+		if n, l := linesWith(p.c.stderr.String(), "proxy: "); n > 0 {
 			w.peerErrors = append(w.peerErrors, fmt.Sprintf(
-				"the bare proxy logged at least %d errors over the whole run, warm-up included (its log is kept to the last 8 KiB); the last: %s", n, l))
+				"%s logged at least %d errors over the whole run, warm-up included (its log is kept to the last 8 KiB); the last: %s", p.name, n, l))
 		}
 	}
 	w.stopVariants()
-	for _, c := range []**child{&w.gw, &w.proxy, &w.up} {
+	for _, c := range []**child{&w.gw, &w.proxy, &w.proxyH1, &w.proxyH2, &w.up} {
 		if *c != nil {
 			(*c).stop()
 			*c = nil
@@ -486,7 +600,7 @@ func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round i
 // prime opens the dead channel (its first failure opens it for 24 h) and
 // checks every model answers.
 func (w *world) prime() error {
-	for _, m := range []string{modelSkip, modelBench, modelFail1} {
+	for _, m := range []string{modelSkip, modelBench, modelFail1, modelAnthropic, modelH1, modelH2} {
 		t := w.hopgate
 		t.model = m
 		s := attack(t, wlComplete, attackMode{rate: 1}, time.Second)
@@ -670,7 +784,7 @@ func (w *world) idleTests(res *results) error {
 		header: baseHeader(), model: modelStall, pid: gw.pid()}, w.o.idle, runtimeGauges(gw.addrs["admin"]), heapProfile)
 	gw.stop()
 	// The GOGC variant trades memory for CPU: its side of the trade.
-	gw, err = startRole(roleGateway, envUpstream+"="+upAddr, envOTLP+"=http://"+w.sinkAddr, envTracing+"="+tracingGOGC200, gogc200Env)
+	gw, err = startRole(roleGateway, append(w.gatewayEnv(), envOTLP+"=http://"+w.sinkAddr, envTracing+"="+tracingGOGC200, gogc200Env)...)
 	if err != nil {
 		return err
 	}

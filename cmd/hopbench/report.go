@@ -179,6 +179,8 @@ func render(w io.Writer, r *results) {
 	r.renderThroughput(p)
 	r.renderLatency(p)
 	r.renderTTFT(p)
+	r.renderTranslating(p)
+	r.renderTLS(p)
 	r.renderFailover(p)
 	r.renderIdle(p)
 	r.renderExport(p)
@@ -215,7 +217,12 @@ func (r *results) allMatrices() []*matrix {
 			out = append(out, mx)
 		}
 	}
-	for _, mx := range []*matrix{r.ttft, r.failRate, r.failMax} {
+	for _, wl := range []workload{wlComplete, wlStream} {
+		if mx := r.tlsThroughput[wl.name]; mx != nil {
+			out = append(out, mx)
+		}
+	}
+	for _, mx := range []*matrix{r.tlsLatency, r.ttft, r.failRate, r.failMax} {
 		if mx != nil {
 			out = append(out, mx)
 		}
@@ -235,6 +242,17 @@ func (r *results) renderTargets(p printer, has func(string) bool) {
 		v := ratio(mx, "hopgate", "proxy", rpsOf)
 		p("| throughput ≥ %.1f× bare proxy, tracing on (%s) | %s%s | %s |", targetThroughputRatio, wl.name,
 			fmtRatio(v), ratioRounds(mx, "hopgate", "proxy", rpsOf), verdict(v >= targetThroughputRatio))
+	}
+	for _, wl := range []workload{wlComplete, wlStream} {
+		mx := r.tlsThroughput[wl.name]
+		if mx == nil {
+			continue
+		}
+		for _, pr := range tlsProtocols {
+			v := ratio(mx, pr.hopgate, pr.proxy, rpsOf)
+			p("| throughput ≥ %.1f× bare proxy, tracing on, upstream over %s (%s) | %s%s | %s |", targetThroughputRatio, pr.label, wl.name,
+				fmtRatio(v), ratioRounds(mx, pr.hopgate, pr.proxy, rpsOf), verdict(v >= targetThroughputRatio))
+		}
 	}
 	lat := r.latency[wlComplete.name]
 	a50, a99 := added(lat, "hopgate", "direct", p50us), added(lat, "hopgate", "direct", p99us)
@@ -300,6 +318,9 @@ func (r *results) renderThroughput(p printer) {
 	var targets, variants []string
 	if mxs[0] != nil {
 		for _, t := range mxs[0].targets {
+			if t == targetTranslating {
+				continue // its own section
+			}
 			if strings.HasPrefix(t, "hopgate-") {
 				variants = append(variants, t)
 			} else {
@@ -599,4 +620,122 @@ func fmtNs(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// tlsProtocols pairs the TLS rounds' targets by upstream protocol.
+var tlsProtocols = []struct{ label, proxy, hopgate string }{
+	{"https/h1", targetProxyH1, targetHopgateH1},
+	{"https/h2", targetProxyH2, targetHopgateH2},
+}
+
+func (r *results) renderTranslating(p printer) {
+	tp := r.throughput[wlStream.name]
+	if tp == nil || len(tp.by[targetTranslating]) == 0 {
+		return
+	}
+	p("## Translating path (OpenAI client → Anthropic channel)")
+	p("")
+	p("*%s* is the measured hopgate process serving model `%s`, whose only channel is", targetTranslating, modelAnthropic)
+	p("`provider: anthropic` on the same fast upstream: the request is translated to Anthropic Messages")
+	p("(`internal/translate`) and the answer back, a stream event by event. The upstream streams")
+	p("message_start, content_block_start, ping, %d text deltas, content_block_stop, message_delta and", StreamFrames)
+	p("message_stop; the client receives what the pass-through stream gives it: a role chunk, %d content", StreamFrames)
+	p("chunks, a finish chunk and [DONE]. *hopgate* (pass-through) is the same process on an OpenAI")
+	p("channel, whose bytes pass through; both ran in the same rounds of the tables above.")
+	p("")
+	p("| workload | proxy (req/s) | hopgate, pass-through (req/s) | translating (req/s) | translating / pass-through | translating / proxy |")
+	p("| --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, wl := range []workload{wlComplete, wlStream} {
+		mx := r.throughput[wl.name]
+		if mx == nil || len(mx.by[targetTranslating]) == 0 {
+			continue
+		}
+		p("| %s | %s | %s | %s | %s%s | %s |", wl.name, fmtRPS(med(mx, "proxy", rpsOf)), fmtRPS(med(mx, "hopgate", rpsOf)),
+			fmtRPS(med(mx, targetTranslating, rpsOf)), fmtRatio(ratio(mx, targetTranslating, "hopgate", rpsOf)),
+			ratioRounds(mx, targetTranslating, "hopgate", rpsOf), fmtRatio(ratio(mx, targetTranslating, "proxy", rpsOf)))
+	}
+	p("")
+	if mx := r.ttft; mx != nil && len(mx.by[targetTranslating]) > 0 {
+		p("Time to first token, %d concurrent streams (the rounds of the time-to-first-token table):", mx.mode.workers)
+		p("")
+		p("| target | p50 | p99 | added p50 vs pass-through | added p99 vs pass-through |")
+		p("| --- | ---: | ---: | ---: | ---: |")
+		p("| hopgate, pass-through | %s | %s |  |  |", fmtUS(med(mx, "hopgate", p50us)), fmtUS(med(mx, "hopgate", p99us)))
+		p("| %s | %s | %s | %s%s | %s |", targetTranslating, fmtUS(med(mx, targetTranslating, p50us)), fmtUS(med(mx, targetTranslating, p99us)),
+			fmtSignedUS(added(mx, targetTranslating, "hopgate", p50us)), addedRounds(mx, targetTranslating, "hopgate", p50us),
+			fmtSignedUS(added(mx, targetTranslating, "hopgate", p99us)))
+		p("")
+	}
+	for _, b := range r.micro.benches {
+		if b.pkg == "internal/translate" && b.name == "BenchmarkMessagesToChatStreamTextDelta" {
+			p("Per event, `internal/translate` takes %s ns and %.0f allocations to turn one text delta into a chunk", fmtNs(b.nsPerOp), b.allocsPerOp)
+			p("(*Go micro-benchmarks* below): %.0f µs of CPU for a stream's %d deltas.", b.nsPerOp*StreamFrames/1000, StreamFrames)
+			p("")
+		}
+	}
+}
+
+func (r *results) renderTLS(p printer) {
+	if len(r.tlsThroughput) == 0 {
+		return
+	}
+	p("## Upstreams over TLS (HTTP/1.1 and HTTP/2)")
+	p("")
+	p("The fast upstream also serves over TLS, with a certificate made at run time (ECDSA P-256, signed")
+	p("by a CA that the bare proxy's and hopgate's processes trust through `SSL_CERT_FILE`, so both use")
+	p("`dispatch.NewTransport()` unchanged: `ForceAttemptHTTP2`, no TLS session cache). One listener offers")
+	p("HTTP/1.1 only in ALPN (*h1*: a pool of connections), the other HTTP/2 and HTTP/1.1 (*h2*: the")
+	p("transport picks HTTP/2, streams multiplexed on one connection). The client still talks plain")
+	p("HTTP/1.1 to the gateways, as behind a TLS-terminating load balancer. The four targets alternate")
+	p("in their own rounds (shuffled, as above), after the plaintext throughput rounds.")
+	p("")
+	p("| workload | upstream | proxy (req/s) | hopgate (req/s) | hopgate / proxy | plaintext, same run: hopgate / proxy |")
+	p("| --- | --- | ---: | ---: | ---: | ---: |")
+	for _, wl := range []workload{wlComplete, wlStream} {
+		mx := r.tlsThroughput[wl.name]
+		if mx == nil {
+			continue
+		}
+		plain := "–"
+		if pm := r.throughput[wl.name]; pm != nil {
+			plain = fmtRatio(ratio(pm, "hopgate", "proxy", rpsOf))
+		}
+		for _, pr := range tlsProtocols {
+			p("| %s | %s | %s | %s | %s | %s |", wl.name, pr.label, fmtRPS(med(mx, pr.proxy, rpsOf)), fmtRPS(med(mx, pr.hopgate, rpsOf)),
+				fmtRatio(ratio(mx, pr.hopgate, pr.proxy, rpsOf)), plain)
+		}
+	}
+	p("")
+	if mx := r.tlsLatency; mx != nil {
+		p("Latency at %d req/s (open loop), %s:", r.opts.rate, wlComplete.name)
+		p("")
+		p("| upstream | proxy p50 | proxy p99 | hopgate p50 | hopgate p99 | added p50 vs proxy | added p99 vs proxy |")
+		p("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+		for _, pr := range tlsProtocols {
+			p("| %s | %s | %s | %s | %s | %s | %s |", pr.label, fmtUS(med(mx, pr.proxy, p50us)), fmtUS(med(mx, pr.proxy, p99us)),
+				fmtUS(med(mx, pr.hopgate, p50us)), fmtUS(med(mx, pr.hopgate, p99us)),
+				fmtSignedUS(added(mx, pr.hopgate, pr.proxy, p50us)), fmtSignedUS(added(mx, pr.hopgate, pr.proxy, p99us)))
+		}
+		p("")
+	}
+	if len(r.tlsConns) > 0 {
+		p("What the upstream saw during these turns (warm-up excluded: pools were warm when they began).")
+		p("A connection accepted is a full handshake.")
+		p("")
+		p("| target | requests | over HTTP/2 | TLS connections accepted | per 1000 requests |")
+		p("| --- | ---: | ---: | ---: | ---: |")
+		for _, name := range []string{targetProxyH1, targetHopgateH1, targetProxyH2, targetHopgateH2} {
+			st, ok := r.tlsConns[name]
+			if !ok {
+				continue
+			}
+			n := st.HTTP1 + st.HTTP2
+			per := "–"
+			if n > 0 {
+				per = fmt.Sprintf("%.2f", 1000*float64(st.Conns)/float64(n))
+			}
+			p("| %s | %d | %d | %d | %s |", name, n, st.HTTP2, st.Conns, per)
+		}
+		p("")
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ import (
 // with envRole set; the other variables say where the world is.
 const (
 	envRole     = "HOPBENCH_ROLE"
-	envUpstream = "HOPBENCH_UPSTREAM" // host:port of the fast upstream
+	envUpstream = "HOPBENCH_UPSTREAM" // host:port of the fast upstream (the proxy's: its base URL, https:// for TLS)
 	envOTLP     = "HOPBENCH_OTLP"     // base URL of the OTLP sink
 	// envTracing selects the gateway's tracing: "" exports every trace,
 	// tracingHealthy10 keeps 10 % of healthy traces, tracingOff samples none.
@@ -57,20 +58,36 @@ const benchKey = "sk-hopbench-0123456789"
 //	skip   [dead, up]         dead is open (L1): skipped before anything is sent
 //	fail1  [flaky, up]        flaky answers 503: one failed hop, then up
 //	stall  [stall]            the idle-stream test
+//	bench-anthropic [claude]  the translating path: an Anthropic channel
+//	bench-h1 [up-h1]          the plain path over HTTPS, HTTP/1.1 (tls.go)
+//	bench-h2 [up-h2]          the plain path over HTTPS, HTTP/2
 const (
-	modelBench = "bench"
-	modelSkip  = "skip"
-	modelFail1 = "fail1"
-	modelStall = "stall"
+	modelBench     = "bench"
+	modelSkip      = "skip"
+	modelFail1     = "fail1"
+	modelStall     = "stall"
+	modelAnthropic = "bench-anthropic"
+	modelH1        = "bench-h1"
+	modelH2        = "bench-h2"
 )
 
 // gatewayYAML is the gateway's config. dead opens at its first failure and
 // stays open for the whole run; flaky never opens (a rate breaker whose
 // threshold is 100 %: the rate must exceed it), so every fail1 request pays
 // exactly one failed hop. (A count breaker with a huge failures value would
-// also never open, but its ring is allocated at that size.)
-func gatewayYAML(up string, adminPort int) string {
+// also never open, but its ring is allocated at that size.) claude is the
+// same fast upstream speaking Anthropic Messages at /v1/messages. The TLS
+// channels exist when their upstreams do (h1, h2: host:port, or "").
+func gatewayYAML(up, h1, h2 string, adminPort int) string {
 	sum := sha256.Sum256([]byte(benchKey))
+	var tlsChannels, tlsModels strings.Builder
+	for _, t := range []struct{ id, addr, model string }{{"up-h1", h1, modelH1}, {"up-h2", h2, modelH2}} {
+		if t.addr == "" {
+			continue
+		}
+		fmt.Fprintf(&tlsChannels, "  - {id: %s, base_url: \"https://%s/v1\", api_key_env: BENCH_CHANNEL_KEY, region: bench-1}\n", t.id, t.addr)
+		fmt.Fprintf(&tlsModels, "  - name: %s\n    chain:\n      - {channel: %s, upstream_model: bench, price: {input: 1, output: 1}}\n", t.model, t.id)
+	}
 	return fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:%[7]d
@@ -87,7 +104,8 @@ channels:
   - {id: flaky, base_url: "http://%[2]s/s503/v1", api_key_env: BENCH_CHANNEL_KEY, region: bench-1,
      breaker: {mode: rate, threshold: 1}}
   - {id: stall, base_url: "http://%[2]s/stall/v1", api_key_env: BENCH_CHANNEL_KEY, region: bench-1}
-models:
+  - {id: claude, provider: anthropic, base_url: "http://%[2]s", api_key_env: BENCH_CHANNEL_KEY, region: bench-1}
+%[9]smodels:
   - name: %[3]s
     chain:
       - {channel: up, upstream_model: bench, price: {input: 1, output: 1}}
@@ -102,7 +120,12 @@ models:
   - name: %[6]s
     chain:
       - {channel: stall, upstream_model: bench, price: {input: 1, output: 1}}
-`, hex.EncodeToString(sum[:]), up, modelBench, modelSkip, modelFail1, modelStall, adminPort)
+  - name: %[8]s
+    max_tokens_default: 256
+    chain:
+      - {channel: claude, upstream_model: bench, price: {input: 1, output: 1}}
+%[10]s`, hex.EncodeToString(sum[:]), up, modelBench, modelSkip, modelFail1, modelStall, adminPort, modelAnthropic,
+		tlsChannels.String(), tlsModels.String())
 }
 
 // runRole runs this process as a child: it announces its listeners on out
@@ -114,7 +137,8 @@ func runRole(role string, in io.Reader, out io.Writer) error {
 	var stop func()
 	switch role {
 	case roleUpstream:
-		s1, a1, err := serveLoopback(newFastUpstream())
+		fast := newFastUpstream()
+		s1, a1, err := serveLoopback(fast)
 		if err != nil {
 			return err
 		}
@@ -127,8 +151,26 @@ func runRole(role string, in io.Reader, out io.Writer) error {
 		announce("upstream", a1)
 		announce("fakeupstream", a2)
 		stop = func() { s1.Close(); s2.Close(); fu.Close() }
+		if certFile := os.Getenv(envTLSCert); certFile != "" {
+			cert, err := tls.LoadX509KeyPair(certFile, os.Getenv(envTLSKey))
+			if err != nil {
+				return err
+			}
+			h1, a3, err := serveTLSLoopback(fast.counting(&fast.tls.h1), cert, false, func() { fast.tls.h1.conns.Add(1) })
+			if err != nil {
+				return err
+			}
+			h2, a4, err := serveTLSLoopback(fast.counting(&fast.tls.h2), cert, true, func() { fast.tls.h2.conns.Add(1) })
+			if err != nil {
+				return err
+			}
+			announce("upstream-h1", a3)
+			announce("upstream-h2", a4)
+			plain := stop
+			stop = func() { plain(); h1.Close(); h2.Close() }
+		}
 	case roleProxy:
-		u, err := url.Parse("http://" + os.Getenv(envUpstream))
+		u, err := upstreamURL(os.Getenv(envUpstream))
 		if err != nil {
 			return err
 		}
@@ -201,7 +243,7 @@ func startGateway(ctx context.Context) (*gateway.Gateway, *telemetry.Telemetry, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cfg, err := config.Parse([]byte(gatewayYAML(os.Getenv(envUpstream), adminPort)), func(k string) (string, bool) {
+	cfg, err := config.Parse([]byte(gatewayYAML(os.Getenv(envUpstream), os.Getenv(envUpstreamH1), os.Getenv(envUpstreamH2), adminPort)), func(k string) (string, bool) {
 		if k == "BENCH_CHANNEL_KEY" {
 			return "sk-channel-bench", true
 		}
@@ -277,9 +319,21 @@ func serveLoopback(h http.Handler) (*http.Server, string, error) {
 		return nil, "", err
 	}
 	s := &http.Server{Handler: h, Addr: ln.Addr().String(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: log.New(io.Discard, "", 0)}
+		ErrorLog: discardLog}
 	go func() { _ = s.Serve(ln) }()
 	return s, ln.Addr().String(), nil
+}
+
+// discardLog silences the servers' own logs (a client that leaves early).
+var discardLog = log.New(io.Discard, "", 0)
+
+// upstreamURL is the proxy's upstream: a base URL, or host:port for
+// plain HTTP.
+func upstreamURL(v string) (*url.URL, error) {
+	if !strings.Contains(v, "://") {
+		v = "http://" + v
+	}
+	return url.Parse(v)
 }
 
 // parseListen reads one "listen NAME ADDR" line.

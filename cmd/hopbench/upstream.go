@@ -25,22 +25,67 @@ const StreamFrames = 50
 //	/v1/chat/completions        1 KB completion, or a 50-frame stream when the body says "stream":true
 //	/s503/v1/chat/completions   503 with an OpenAI error body (a failed hop)
 //	/stall/v1/chat/completions  role + first content frame, then silence until the client leaves
+//	/v1/messages                Anthropic Messages: the same text as a message, or as an
+//	                            SSE stream of StreamFrames text deltas when "stream":true
 //	/_stats                     request counts per behaviour (JSON)
+//
+// The upstream role serves the same handler over TLS too (tls.go): the
+// counters of each TLS listener say how many connections (handshakes) its
+// clients opened and over which protocol their requests came.
 type fastUpstream struct {
 	completion []byte   // the non-streaming answer, about 1 KB
 	frames     [][]byte // role, StreamFrames content frames, finish, [DONE]
 	clen       string   // Content-Length of completion
+	message    []byte   // the Anthropic non-streaming answer: completion's text
+	mlen       string
+	events     [][]byte // the Anthropic stream: head, StreamFrames text deltas, tail
 	err503     []byte
 	bufs       sync.Pool
-	hits       struct{ ok, stream, s503, stall atomic.Int64 }
+	hits       struct{ ok, stream, s503, stall, messages, messagesStream atomic.Int64 }
+	tls        struct{ h1, h2 tlsCounters }
+}
+
+// tlsCounters count what reached one TLS listener.
+type tlsCounters struct{ conns, http1, http2 atomic.Int64 }
+
+func (c *tlsCounters) stats() tlsStats {
+	return tlsStats{Conns: c.conns.Load(), HTTP1: c.http1.Load(), HTTP2: c.http2.Load()}
 }
 
 // upstreamStats is what /_stats reports.
 type upstreamStats struct {
-	OK     int64 `json:"ok"`
-	Stream int64 `json:"stream"`
-	S503   int64 `json:"s503"`
-	Stall  int64 `json:"stall"`
+	OK             int64    `json:"ok"`
+	Stream         int64    `json:"stream"`
+	S503           int64    `json:"s503"`
+	Stall          int64    `json:"stall"`
+	Messages       int64    `json:"messages"`
+	MessagesStream int64    `json:"messages_stream"`
+	TLSH1          tlsStats `json:"tls_h1"` // the listener offering HTTP/1.1 only
+	TLSH2          tlsStats `json:"tls_h2"` // the listener offering HTTP/2 and HTTP/1.1
+}
+
+// tlsStats: connections accepted (each one a full handshake: hopgate's
+// transport keeps no session cache) and requests by protocol.
+type tlsStats struct {
+	Conns int64 `json:"conns"`
+	HTTP1 int64 `json:"http1"`
+	HTTP2 int64 `json:"http2"`
+}
+
+func (a tlsStats) sub(b tlsStats) tlsStats {
+	return tlsStats{Conns: a.Conns - b.Conns, HTTP1: a.HTTP1 - b.HTTP1, HTTP2: a.HTTP2 - b.HTTP2}
+}
+
+// counting serves u, counting requests by protocol in c.
+func (u *fastUpstream) counting(c *tlsCounters) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 {
+			c.http2.Add(1)
+		} else {
+			c.http1.Add(1)
+		}
+		u.ServeHTTP(w, r)
+	})
 }
 
 func newFastUpstream() *fastUpstream {
@@ -60,6 +105,11 @@ func newFastUpstream() *fastUpstream {
 		u.frames = append(u.frames, chunk(fmt.Sprintf(`{"content":"tok%d "}`, i), "null"))
 	}
 	u.frames = append(u.frames, chunk(`{}`, `"stop"`), []byte("data: [DONE]\n\n"))
+	u.message = fmt.Appendf(nil, `{"id":"msg_bench","type":"message","role":"assistant","model":"bench",`+
+		`"content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,`+
+		`"usage":{"input_tokens":24,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":200}}`, content)
+	u.mlen = strconv.Itoa(len(u.message))
+	u.events = anthropicEvents()
 	u.err503 = []byte(`{"error":{"message":"The server is overloaded. Please retry.","type":"server_error","param":null,"code":"overloaded"}}`)
 	return u
 }
@@ -96,17 +146,17 @@ func (u *fastUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = rc.Flush()
 		<-r.Context().Done()
+	case strings.HasSuffix(path, "/v1/messages") && stream:
+		u.hits.messagesStream.Add(1)
+		writeStream(w, u.events)
+	case strings.HasSuffix(path, "/v1/messages"):
+		u.hits.messages.Add(1)
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", u.mlen)
+		_, _ = w.Write(u.message)
 	case stream:
 		u.hits.stream.Add(1)
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		rc := http.NewResponseController(w)
-		for _, f := range u.frames {
-			if _, err := w.Write(f); err != nil {
-				return
-			}
-			_ = rc.Flush() // one write per frame, like a provider generating tokens
-		}
+		writeStream(w, u.frames)
 	default:
 		u.hits.ok.Add(1)
 		h.Set("Content-Type", "application/json")
@@ -115,6 +165,50 @@ func (u *fastUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// writeStream writes an SSE answer, one write and flush per frame, like a
+// provider generating tokens.
+func writeStream(w http.ResponseWriter, frames [][]byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	rc := http.NewResponseController(w)
+	for _, f := range frames {
+		if _, err := w.Write(f); err != nil {
+			return
+		}
+		_ = rc.Flush()
+	}
+}
+
+// anthropicEvents is the Anthropic Messages stream of the OpenAI stream's
+// text, as the API sends it: message_start, content_block_start, ping,
+// StreamFrames text deltas ("tok1 ", …), content_block_stop, message_delta
+// (stop reason, usage), message_stop. Translated for an OpenAI client it is
+// the pass-through stream's length: a role chunk, StreamFrames content
+// chunks, a finish chunk and [DONE].
+func anthropicEvents() [][]byte {
+	ev := func(name, data string) []byte { return []byte("event: " + name + "\ndata: " + data + "\n\n") }
+	out := [][]byte{
+		ev("message_start", `{"type":"message_start","message":{"id":"msg_bench","type":"message","role":"assistant","model":"bench",`+
+			`"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":24,"cache_creation_input_tokens":0,`+
+			`"cache_read_input_tokens":0,"output_tokens":1}}}`),
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
+		ev("ping", `{"type":"ping"}`),
+	}
+	for i := 1; i <= StreamFrames; i++ {
+		out = append(out, ev("content_block_delta",
+			fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"tok%d "}}`, i)))
+	}
+	return append(out,
+		ev("content_block_stop", `{"type":"content_block_stop","index":0}`),
+		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},`+
+			`"usage":{"input_tokens":24,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":`+
+			strconv.Itoa(2*StreamFrames)+`}}`),
+		ev("message_stop", `{"type":"message_stop"}`))
+}
+
 func (u *fastUpstream) stats() upstreamStats {
-	return upstreamStats{OK: u.hits.ok.Load(), Stream: u.hits.stream.Load(), S503: u.hits.s503.Load(), Stall: u.hits.stall.Load()}
+	return upstreamStats{OK: u.hits.ok.Load(), Stream: u.hits.stream.Load(), S503: u.hits.s503.Load(), Stall: u.hits.stall.Load(),
+		Messages: u.hits.messages.Load(), MessagesStream: u.hits.messagesStream.Load(),
+		TLSH1: u.tls.h1.stats(), TLSH2: u.tls.h2.stats()}
 }
