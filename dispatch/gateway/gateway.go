@@ -49,8 +49,9 @@ type Options struct {
 	// per-request memory bounds (dispatch.Options). Zero keeps the defaults.
 	MaxFrame, MaxHeld int
 	MaxResponseBody   int64
-	// StatusStore keeps the status page's history (/status). Nil: an
-	// in-process status.MemoryStore, until the shared store is wired.
+	// StatusStore keeps the status page's history (/status). Nil: the
+	// configured store (`store:`; restarts keep it, replicas add up), or
+	// without one an in-process memory store.
 	StatusStore status.Store
 }
 
@@ -139,7 +140,13 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	})
 	g.log.Info("overload protection", slog.Int64("buffer_budget_bytes", budget.Limit()),
 		slog.Int64("max_in_flight", maxInFlight), slog.Int64("max_streams", maxStreams))
-	g.status = status.New(status.Options{Store: o.StatusStore, Clock: clock, Config: g.api.Config, Logger: g.log})
+	statusSt := o.StatusStore
+	if statusSt == nil && g.store != nil {
+		// The configured store keeps the history: it survives restarts
+		// and replicas add up. Without one it lasts the process.
+		statusSt = &statusStore{st: g.store, now: clock.Now}
+	}
+	g.status = status.New(status.Options{Store: statusSt, Clock: clock, Config: g.api.Config, Logger: g.log})
 	g.api.SetStatus(g.status)
 	g.tel.Metrics.ObserveBreakers(func() []telemetry.BreakerObservation {
 		return g.engine.BreakerObservations(g.api.Config())
