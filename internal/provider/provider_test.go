@@ -1,0 +1,250 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream/eventstreamapi"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/sse"
+)
+
+func upstreamOf(t *testing.T, ch *config.Channel) *Upstream {
+	t.Helper()
+	u, err := New(context.Background(), ch, Options{AWSConfig: func(context.Context, string) (aws.Config, error) {
+		return aws.Config{Region: ch.Region, Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// Why: each family's URL is the one its API documents (DESIGN.md §8), the
+// model escaped into the path where the URL names it.
+func TestURLs(t *testing.T) {
+	cases := []struct {
+		ch   config.Channel
+		r    Request
+		want string
+	}{
+		{config.Channel{Provider: config.ProviderOpenAI, BaseURL: "https://api.openai.com/v1"}, Request{Path: "/chat/completions", Model: "gpt"},
+			"https://api.openai.com/v1/chat/completions"},
+		{config.Channel{Provider: config.ProviderAzure, BaseURL: "https://r.openai.azure.com", APIVersion: "2024-10-21"}, Request{Path: "/embeddings", Model: "my dep"},
+			"https://r.openai.azure.com/openai/deployments/my%20dep/embeddings?api-version=2024-10-21"},
+		{config.Channel{Provider: config.ProviderAzure, BaseURL: "https://r.openai.azure.com"}, Request{Path: "/chat/completions", Model: "gpt"},
+			"https://r.openai.azure.com/openai/v1/chat/completions"},
+		{config.Channel{Provider: config.ProviderAnthropic, BaseURL: "https://api.anthropic.com"}, Request{Path: "/chat/completions", Model: "claude"},
+			"https://api.anthropic.com/v1/messages"},
+		{config.Channel{Provider: config.ProviderBedrock, BaseURL: "https://bedrock-runtime.us-east-1.amazonaws.com", Region: "us-east-1"},
+			Request{Model: "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude", Stream: true},
+			"https://bedrock-runtime.us-east-1.amazonaws.com/model/arn:aws:bedrock:us-east-1:1:inference-profile%2Fus.anthropic.claude/invoke-with-response-stream"},
+		{config.Channel{Provider: config.ProviderVertex, BaseURL: "https://us-east5-aiplatform.googleapis.com", Region: "us-east5", Project: "p"},
+			Request{Model: "claude-sonnet@2025", Stream: false},
+			"https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet@2025:rawPredict"},
+	}
+	for _, tc := range cases {
+		u := &Upstream{ch: &tc.ch}
+		if got := u.URL(&tc.r); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.ch.Provider, got, tc.want)
+		}
+	}
+}
+
+// Why: Bedrock and Vertex take the model in the URL and the API version
+// in the body (Bedrock also the stream flag in the URL and the betas in
+// the body); unknown betas are dropped for them, never sent.
+func TestPrepare(t *testing.T) {
+	body := []byte(`{"model":"claude","stream":true,"max_tokens":10,"messages":[]}`)
+	r := &Request{Beta: []string{"interleaved-thinking-2025-05-14", "made-up-beta"}}
+	br := &Upstream{ch: &config.Channel{Provider: config.ProviderBedrock}}
+	out, dropped, err := br.Prepare(body, r)
+	var m map[string]any
+	if err != nil || json.Unmarshal(out, &m) != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["model"]; ok || m["stream"] != nil || m["anthropic_version"] != BedrockVersion || len(dropped) != 1 || dropped[0] != "made-up-beta" {
+		t.Fatalf("bedrock body %s, dropped %v", out, dropped)
+	}
+	if betas, _ := m["anthropic_beta"].([]any); len(betas) != 1 || betas[0] != "interleaved-thinking-2025-05-14" {
+		t.Fatalf("bedrock betas %v", m["anthropic_beta"])
+	}
+	vx := &Upstream{ch: &config.Channel{Provider: config.ProviderVertex}}
+	out, _, _ = vx.Prepare(body, r)
+	m = nil
+	_ = json.Unmarshal(out, &m)
+	if _, ok := m["model"]; ok || m["stream"] != true || m["anthropic_version"] != VertexVersion {
+		t.Fatalf("vertex body %s", out)
+	}
+	an := &Upstream{ch: &config.Channel{Provider: config.ProviderAnthropic}}
+	if out, _, _ := an.Prepare(body, r); !bytes.Equal(out, body) {
+		t.Fatalf("the direct API's body changed: %s", out)
+	}
+	if keep, dropped := AllowedBetas(config.ProviderAnthropic, r.Beta); len(keep) != 2 || dropped != nil {
+		t.Fatalf("the direct API takes every beta: %v %v", keep, dropped)
+	}
+}
+
+// Why: each family's credential goes in its own header, and SigV4 signs
+// Bedrock's request over its final body.
+func TestSetHeaders(t *testing.T) {
+	cases := []struct {
+		ch     config.Channel
+		header string
+		want   string
+	}{
+		{config.Channel{Provider: config.ProviderOpenAI, APIKey: "k"}, "Authorization", "Bearer k"},
+		{config.Channel{Provider: config.ProviderAzure, APIKey: "k"}, "Api-Key", "k"},
+		{config.Channel{Provider: config.ProviderAnthropic, APIKey: "k"}, "X-Api-Key", "k"},
+		{config.Channel{Provider: config.ProviderAnthropic, APIKey: "k"}, "Anthropic-Version", AnthropicVersion},
+		{config.Channel{Provider: config.ProviderBedrock, Region: "us-east-1"}, "Authorization", "AWS4-HMAC-SHA256 Credential=AKID/"},
+	}
+	for _, tc := range cases {
+		u := upstreamOf(t, &tc.ch)
+		req, _ := http.NewRequest(http.MethodPost, "https://example.com/x", nil)
+		body := []byte(`{}`)
+		if err := u.SetHeaders(context.Background(), req, &Request{ContentType: "application/json", Accept: "application/json"}, body, time.Unix(0, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if got := req.Header.Get(tc.header); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s %s = %q, want %q", tc.ch.Provider, tc.header, got, tc.want)
+		}
+	}
+}
+
+// Why: a refused credential must be visible as such on the hop's span, in
+// the provider's own words, whatever its error shape.
+func TestErrorDetail(t *testing.T) {
+	cases := []struct {
+		h    http.Header
+		body string
+		want string
+	}{
+		{http.Header{"X-Amzn-Errortype": {"InvalidSignatureException:http://internal"}}, `{"message":"The request signature we calculated does not match"}`,
+			"InvalidSignatureException: The request signature we calculated does not match"},
+		{nil, `{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`,
+			"UNAUTHENTICATED: Request had invalid authentication credentials."},
+		{nil, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`, "authentication_error: invalid x-api-key"},
+		{nil, `{"error":{"message":"Incorrect API key","type":"invalid_request_error","code":"invalid_api_key"}}`, "invalid_request_error: Incorrect API key"},
+		{nil, `not json`, ""},
+	}
+	for _, tc := range cases {
+		if got := ErrorDetail(tc.h, []byte(tc.body)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
+
+// encode writes event-stream messages with the SDK's encoder.
+func encode(t testing.TB, msgs ...eventstream.Message) []byte {
+	var b bytes.Buffer
+	enc := eventstream.NewEncoder()
+	for _, m := range msgs {
+		if err := enc.Encode(&b, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.Bytes()
+}
+
+func chunk(event string) eventstream.Message {
+	var h eventstream.Headers
+	h.Set(eventstreamapi.MessageTypeHeader, eventstream.StringValue(eventstreamapi.EventMessageType))
+	h.Set(eventstreamapi.EventTypeHeader, eventstream.StringValue("chunk"))
+	payload, _ := json.Marshal(map[string]string{"bytes": base64.StdEncoding.EncodeToString([]byte(event))})
+	return eventstream.Message{Headers: h, Payload: payload}
+}
+
+func exception(typ, message string) eventstream.Message {
+	var h eventstream.Headers
+	h.Set(eventstreamapi.MessageTypeHeader, eventstream.StringValue(eventstreamapi.ExceptionMessageType))
+	h.Set(eventstreamapi.ExceptionTypeHeader, eventstream.StringValue(typ))
+	payload, _ := json.Marshal(map[string]string{"message": message})
+	return eventstream.Message{Headers: h, Payload: payload}
+}
+
+// Why: Bedrock's stream is read with the SDK's decoder as the Anthropic
+// events it carries; an exception is an Anthropic-shaped error event; a
+// stream cut inside a message is an error, never a clean end.
+func TestEventFrames(t *testing.T) {
+	raw := encode(t, chunk(`{"type":"message_start","message":{"id":"m"}}`),
+		chunk(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`),
+		exception("throttlingException", "slow down"))
+	f := NewEventFrames(bytes.NewReader(raw), 1<<20)
+	var got []string
+	for {
+		fr, err := f.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(fr.Raw), "event: "+fr.Event+"\ndata: ") {
+			t.Fatalf("raw %q", fr.Raw)
+		}
+		got = append(got, fr.Event+" "+string(fr.Data))
+	}
+	want := []string{
+		`message_start {"type":"message_start","message":{"id":"m"}}`,
+		`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`,
+		`error {"error":{"message":"slow down","type":"throttlingException"},"type":"error"}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("frames\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	cut := NewEventFrames(bytes.NewReader(raw[:len(raw)-5]), 1<<20)
+	var err error
+	for err == nil {
+		_, err = cut.Next()
+	}
+	if errors.Is(err, io.EOF) {
+		t.Fatal("a stream cut inside a message read as a clean end")
+	}
+	big := NewEventFrames(bytes.NewReader(encode(t, chunk(strings.Repeat("x", 300)))), 100)
+	if _, err := big.Next(); !errors.Is(err, sse.ErrFrameTooLarge) {
+		t.Fatalf("an oversized message: %v", err)
+	}
+}
+
+// FuzzEventFrames: any bytes from an upstream: no panic, frames are SSE
+// with JSON data for known message kinds, an error ends the stream.
+func FuzzEventFrames(f *testing.F) {
+	f.Add(encode(f, chunk(`{"type":"ping"}`), exception("x", "y")))
+	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr := NewEventFrames(bytes.NewReader(b), 1<<16)
+		for i := 0; i < 1000; i++ {
+			frame, err := fr.Next()
+			if err != nil {
+				return
+			}
+			if !bytes.HasPrefix(frame.Raw, []byte("event: ")) || !bytes.HasSuffix(frame.Raw, []byte("\n\n")) {
+				t.Fatalf("frame %q", frame.Raw)
+			}
+		}
+	})
+}
+
+// FuzzErrorDetail: any error body: no panic, a bounded string.
+func FuzzErrorDetail(f *testing.F) {
+	f.Add([]byte(`{"error":{"message":"m","type":"t"}}`))
+	f.Add([]byte(`{"message":"` + strings.Repeat("a", 1000) + `"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if d := ErrorDetail(http.Header{}, b); len(d) > 400 {
+			t.Fatalf("detail of %d bytes", len(d))
+		}
+	})
+}
