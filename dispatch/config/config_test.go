@@ -774,7 +774,7 @@ func TestEarlyWarningInCheck(t *testing.T) {
 	if err := c.WriteChains(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := "early warning (demote, never skip):\n  a  baseline=10m window=30s latency_multiple=3 for=10s error_fraction=0.5 min_samples=10 cooldown=120s probation=120s\n"
+	want := "early warning (demote, never skip):\n  a  baseline=10m window=30s latency_multiple=3 for=40s error_fraction=0.5 min_samples=5 cooldown=120s probation=120s\n"
 	if !strings.Contains(b.String(), want) {
 		t.Fatalf("check output lacks %q:\n%s", want, b.String())
 	}

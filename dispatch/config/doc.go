@@ -121,11 +121,11 @@
 //	latency_multiple  3         in (1, 100]; a sample above this × the baseline median is slow; the
 //	                            window is bad when more than half its samples (slow hops still in
 //	                            flight included) are slow
-//	for               10s       [0, 1h]; how long the evidence must last before a demotion
+//	for               40s       [0, 1h]; how long the evidence must last before a demotion
 //	error_fraction    0.5       in (0, 1]; of the breaker's threshold: rate breaker, an error rate
 //	                            above fraction × threshold; count breaker, fraction × failures
 //	                            (rounded up) errors in the window
-//	min_samples       10        int in [1, 1e5]; samples in the window (and in the baseline) before
+//	min_samples       5         int in [1, 1e5]; samples in the window (and in the baseline) before
 //	                            any judgement
 //	cooldown          2m        (0, 1h]; how long a demotion lasts
 //	probation         2m        [0, 1h]; afterwards: fresh evidence demotes again at once, for twice

@@ -83,9 +83,9 @@ const (
 	DefaultEarlyWarningBaseline      = 10 * time.Minute
 	DefaultEarlyWarningWindow        = 30 * time.Second
 	DefaultEarlyWarningMultiple      = 3.0
-	DefaultEarlyWarningFor           = 10 * time.Second
+	DefaultEarlyWarningFor           = 40 * time.Second
 	DefaultEarlyWarningErrorFraction = 0.5
-	DefaultEarlyWarningMinSamples    = 10
+	DefaultEarlyWarningMinSamples    = 5
 	DefaultEarlyWarningCooldown      = 2 * time.Minute
 	DefaultEarlyWarningProbation     = 2 * time.Minute
 )

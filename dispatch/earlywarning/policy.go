@@ -8,8 +8,8 @@ const (
 	DefaultBaseline   = 10 * time.Minute
 	DefaultWindow     = 30 * time.Second
 	DefaultMultiple   = 3.0
-	DefaultFor        = 10 * time.Second
-	DefaultMinSamples = 10
+	DefaultFor        = 40 * time.Second
+	DefaultMinSamples = 5
 	DefaultCooldown   = 2 * time.Minute
 	DefaultProbation  = 2 * time.Minute
 
