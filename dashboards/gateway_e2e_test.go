@@ -33,11 +33,13 @@ const (
 	chMid   = "mid"      // where "chat" fails over to
 	chDear  = "dear"     // first of "chat-us"
 	chSlow  = "slowpoke" // answers nothing
+	chDrift = "drift"    // first of "chat-drift": early warning demotes it
 
 	modelChat     = "chat"
 	modelChatUS   = "chat-us"
 	modelHang     = "hang"     // header_timeout 300ms on slowpoke: header timeouts, exhausted degraded replies
 	modelDeadline = "deadline" // chain_deadline 400ms on slowpoke: chain-deadline hits
+	modelDrift    = "chat-drift"
 
 	cooldown = 6 * time.Second // breaker cooldown: short, so recovery fits the test
 )
@@ -56,6 +58,14 @@ channels:
   - {id: mid, base_url: "%[4]s", region: eu-west-1}
   - {id: dear, base_url: "%[5]s", region: us-east-1}
   - {id: slowpoke, base_url: "%[6]s", region: us-east-1, breaker: {failures: 1000}}
+  # Half its requests fail (flap): early warning demotes it at once, for
+  # longer than the test, while its rate breaker cannot open (it would
+  # need 1000 requests in its window).
+  - id: drift
+    base_url: "%[7]s"
+    region: eu-west-1
+    breaker: {mode: rate, threshold: 0.9, min_requests: 1000}
+    early_warning: {enabled: true, window: 5s, baseline: 10s, for: 0s, min_samples: 5, error_fraction: 0.3, cooldown: 30m}
 models:
   - name: chat
     chain:
@@ -74,6 +84,10 @@ models:
     policy: {chain_deadline: 400ms}
     chain:
       - {channel: slowpoke, upstream_model: "gpt-x|no-headers", price: {input: 1, output: 1}}
+  - name: chat-drift
+    chain:
+      - {channel: drift, upstream_model: gpt-x, price: {input: 0.1, output: 0.2}}
+      - {channel: mid, upstream_model: gpt-x, price: {input: 1, output: 2}}
 `
 
 // scenario is a real gateway (gateway.Start, real clock, real listeners) in
@@ -91,14 +105,14 @@ func startScenario(t *testing.T) *scenario {
 	t.Helper()
 	s := &scenario{fakes: map[string]*upstream.Server{}, log: &testkit.SyncBuffer{}, statuses: map[string]map[int]int{}}
 	urls := map[string]string{}
-	for _, id := range []string{chCheap, chMid, chDear, chSlow} {
+	for _, id := range []string{chCheap, chMid, chDear, chSlow, chDrift} {
 		u := upstream.New(upstream.Options{Name: id, Models: []string{upstreamModel}})
 		srv := httptest.NewServer(u)
 		t.Cleanup(func() { u.Close(); srv.Close() })
 		s.fakes[id] = u
 		urls[id] = srv.URL + "/v1"
 	}
-	yml := fmt.Sprintf(scenarioYAML, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), urls[chCheap], urls[chMid], urls[chDear], urls[chSlow])
+	yml := fmt.Sprintf(scenarioYAML, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), urls[chCheap], urls[chMid], urls[chDear], urls[chSlow], urls[chDrift])
 	cfg, err := config.Parse([]byte(yml), nil)
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yml)
@@ -116,6 +130,9 @@ func startScenario(t *testing.T) *scenario {
 	})
 	if err != nil {
 		t.Fatalf("gateway: %v", err)
+	}
+	if err := s.fakes[chDrift].SetFault(upstreamModel, "flap=1s/2s"); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -152,6 +169,7 @@ func (s *scenario) drive(t *testing.T) {
 		{300 * time.Millisecond, modelChatUS, chatBody(modelChatUS, false)},
 		{300 * time.Millisecond, modelHang, chatBody(modelHang, false)},
 		{300 * time.Millisecond, modelDeadline, chatBody(modelDeadline, true)},
+		{100 * time.Millisecond, modelDrift, chatBody(modelDrift, true)},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

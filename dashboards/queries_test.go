@@ -22,9 +22,10 @@ func TestQueriesParseAsPromQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 1 tile + 1 error rate + 1 timeline + 2 failover + 1 gate + 1 header
-	// timeout + 2 deadline + 3 latency + 1 outcome + 1 cost = 14, + 3 variables.
-	if len(qs) != 17 {
-		t.Errorf("Queries found %d queries, want 17", len(qs))
+	// timeout + 2 deadline + 3 latency + 1 outcome + 1 cost + 2 early-warning
+	// requests + 1 early-warning premium = 17, + 3 variables.
+	if len(qs) != 20 {
+		t.Errorf("Queries found %d queries, want 20", len(qs))
 	}
 	allowed := contractMetrics(t)
 	for _, q := range qs {
