@@ -102,7 +102,9 @@ func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode str
 	a.cancel = cancel
 	a.start = c.e.clock.Now()
 	a.l4 = headerTimeout{next: c.e.transport, clock: c.e.clock, timeout: m.Policy.HeaderTimeout, cancel: cancel}
-	c.e.warnFor(a.ch).Begin(&a.ew, c.req.Stream)
+	// A continuation streams without passing the gate: it has no first
+	// token to time, only headers and an outcome.
+	c.e.warnFor(a.ch).Begin(&a.ew, c.req.Stream && mode == "")
 	return a
 }
 

@@ -220,7 +220,7 @@ type skipped struct {
 // It returns the last hop's error (nil when none was tried), the skips so
 // far, and how many entries it tried, so run can decide on a forced trial.
 func (c *call) walkChain(m *config.Model, skips []skipped) (last *classify.HopError, _ []skipped, tried int) {
-	for _, entry := range c.order(m) {
+	for _, entry := range chainOrder(c, m) {
 		if c.ctx.Err() != nil {
 			return c.ctxError(), skips, tried
 		}

@@ -71,23 +71,31 @@ type demotedEntry struct {
 	index int // in model.Chain
 }
 
-// order returns m's chain in the order to walk it: as configured, unless
-// early warning moved demoted channels to its end, which it records.
-func (c *call) order(m *config.Model) []config.Entry {
+// chainOrder returns m's chain in the order c walks it: as configured,
+// unless early warning moved demoted channels to its end (reorderChain).
+// Early warning's part of the walk is functions of this file, not methods
+// of call: a concept of its own (TestShape).
+func chainOrder(c *call, m *config.Model) []config.Entry {
+	for _, en := range m.Chain {
+		if en.Channel.EarlyWarning.Enabled {
+			return reorderChain(c, m)
+		}
+	}
+	return m.Chain
+}
+
+// reorderChain is chainOrder for a chain with early warning on for some
+// channel: it asks earlywarning.Order and records every move. A function
+// of its own, so a chain without early warning allocates nothing for it.
+//
+//go:noinline
+func reorderChain(c *call, m *config.Model) []config.Entry {
 	if len(m.Chain) > config.ChainMax {
 		return m.Chain
 	}
 	var ms [config.ChainMax]earlywarning.Member
-	watched := false
 	for i, en := range m.Chain {
-		if ms[i].Detector = c.e.warnFor(en.Channel); ms[i].Detector != nil {
-			watched = true
-		}
-	}
-	if !watched {
-		return m.Chain
-	}
-	for i, en := range m.Chain {
+		ms[i].Detector = c.e.warnFor(en.Channel)
 		ms[i].Closed = c.e.breakerFor(en.Channel).State() == breaker.Closed
 	}
 	plan := new(earlywarning.Plan)
