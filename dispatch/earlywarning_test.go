@@ -109,7 +109,8 @@ func TestEarlyWarningReordersTheChain(t *testing.T) {
 }
 
 // Every hop feeds its channel's detector: header latency for every
-// answer, time to first token for streams, outcomes for the error rate.
+// answer, time to first token for streams, outcomes for the error rate —
+// an error inside a stream after its first token included.
 func TestEveryHopFeedsTheDetector(t *testing.T) {
 	h := newHarness(t, twoChannels("m", "m", earlyWarningYAML), "a", "b")
 	for _, stream := range []bool{false, true, true} {
@@ -117,10 +118,16 @@ func TestEveryHopFeedsTheDetector(t *testing.T) {
 			t.Fatalf("status %d", r.status)
 		}
 	}
+	if err := h.ups["a"].SetFault("m", "stream-error-after=2"); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.post(chat(true)); r.status != 200 || !strings.Contains(r.body, "upstream_stream_interrupted") {
+		t.Fatalf("a stream cut by an error frame: %d %s", r.status, r.body)
+	}
 	h.clock.Advance(time.Second)
 	s := h.engine.Warnings().Lookup("a").Snapshot()
-	if s.Header.Samples != 3 || s.FirstToken.Samples != 2 || s.Hops != 3 || s.Errors != 0 || s.InFlight != 0 {
-		t.Fatalf("snapshot = %+v, want 3 header samples, 2 first tokens, 3 hops", s)
+	if s.Header.Samples != 4 || s.FirstToken.Samples != 3 || s.Hops != 4 || s.Errors != 1 || s.InFlight != 0 {
+		t.Fatalf("snapshot = %+v, want 4 header samples, 3 first tokens, 4 hops of which 1 error", s)
 	}
 	if b := h.engine.Warnings().Lookup("b").Snapshot(); b.Hops != 0 || b.Header.Samples != 0 {
 		t.Fatalf("b never served, yet its detector has %+v", b)
