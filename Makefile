@@ -8,7 +8,7 @@ CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hopgate
 JAEGER_BIN := $(CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
 export HOPGATE_JAEGER_BIN := $(JAEGER_BIN)
 
-.PHONY: all build test test-unit vet lint fmt-check demo dashboards jaeger prometheus postgres chromium screenshots bench fuzz soak clean
+.PHONY: all build test test-unit vet lint fmt-check demo dashboards replay jaeger prometheus postgres chromium screenshots bench fuzz soak clean
 
 all: build
 
@@ -66,6 +66,11 @@ screenshots: chromium
 ## dashboards: regenerate dashboards/generated/*.json.
 dashboards:
 	$(GO) run ./dashboards/cmd/gen
+
+## replay: replay scripted incidents on virtual time, with and without early
+## warning, and rewrite docs/early-warning.md (its defaults come from it).
+replay:
+	$(GO) run ./cmd/hopreplay
 
 ## demo: a real incident handled end to end (DEMO_ONESHOT=1 exits when done).
 demo: jaeger

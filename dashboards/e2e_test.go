@@ -22,7 +22,9 @@ import (
 // through Prometheus' HTTP API. Then the incident is read off the board: the
 // faulted channel's tile is red (2) while open and its error rate is above
 // the 25 % line; healthy channels read 0 on both; after the fault clears and
-// the cooldown passes, the tile is green (0) again.
+// the cooldown passes, the tile is green (0) again. Meanwhile early warning
+// demotes "drift" (half its requests fail) while its breaker stays closed:
+// its tile and its timeline read demoted (3, blue).
 func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 	bin := prometheusBin(t)
 	began := time.Now()
@@ -75,8 +77,8 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 	}
 	wantVars := map[string][]string{
 		dashboards.VarRegion:  {gatewayRegion},
-		dashboards.VarChannel: {chCheap, chDear, chMid, chSlow},
-		dashboards.VarModel:   {modelChat, modelChatUS, modelDeadline, modelHang},
+		dashboards.VarChannel: {chCheap, chDear, chDrift, chMid, chSlow},
+		dashboards.VarModel:   {modelChat, modelChatUS, modelDrift, modelDeadline, modelHang},
 	}
 	for name, want := range wantVars {
 		if got := vars[name]; got != multiValue(want) {
@@ -121,6 +123,21 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 			t.Errorf("healthy channel %s tile during the incident: %v", ch, err)
 		}
 	}
+	// Early warning's fourth state, on the tile and the timeline.
+	scraped(20*time.Second).EventuallyNil(t, func() error {
+		return expectValue(ctx, prom, tileFor(chDrift), 3)
+	}, "the demoted channel's tile is blue (3)")
+	timeline := findQuery(t, panels, "Breaker state over time")
+	scraped(10*time.Second).EventuallyNil(t, func() error {
+		states, err := perChannel(ctx, prom, dashboards.Substitute(timeline.Expr, vars))
+		if err != nil {
+			return err
+		}
+		if states[chDrift] != 3 || states[chMid] != 0 {
+			return fmt.Errorf("timeline now: %v, want %s demoted (3) and %s closed (0)", states, chDrift, chMid)
+		}
+		return nil
+	}, "the timeline shows the demotion")
 	scraped(20*time.Second).EventuallyNil(t, func() error {
 		rates, err := perChannel(ctx, prom, rateExpr)
 		if err != nil {

@@ -43,7 +43,10 @@ const TraceDatasourceType = "jaeger"
 // §2): the error-rate panel draws it so on-call sees how close a channel is.
 const ErrorRateThreshold = 0.25
 
-// Breaker states as exported by hopgate_breaker_state (DESIGN.md §5).
+// Breaker states as exported by hopgate_breaker_state (DESIGN.md §5), and
+// the fourth, breaker-like state of early warning (DESIGN.md §12): 3 is
+// not a value of the gauge but of the tiles' query (channelState), for a
+// channel whose breaker is closed and that early warning demoted.
 var breakerStates = []struct {
 	value       string
 	text, color string
@@ -51,6 +54,21 @@ var breakerStates = []struct {
 	{"0", "closed", "green"},
 	{"1", "half-open", "yellow"},
 	{"2", "open", "red"},
+	{demotedValue, "demoted", "blue"},
+}
+
+// demotedValue is the demoted state's value in the tiles' query.
+const demotedValue = "3"
+
+// channelState renders the state the tiles and the timeline show, per agg
+// ("max" or "max by (region, channel) "): the breaker's when it is not
+// closed, else 3 when early warning demoted the channel, else closed. The
+// worst gateway instance wins, as for the breaker alone: an open breaker
+// anywhere reads open, a demotion anywhere (of a closed channel) demoted.
+func channelState(agg string) string {
+	br := fmt.Sprintf("%s(%s{%s})", agg, telemetry.MetricBreakerState, mRegionChannel)
+	dem := fmt.Sprintf("%s(%s{%s})", agg, telemetry.MetricEarlyWarningDemoted, mRegionChannel)
+	return fmt.Sprintf("%s > 0 or (%s > 0) * %s or %s", br, dem, demotedValue, br)
 }
 
 // Panel ids are fixed so links to a panel (viewPanel=N) survive regeneration.
@@ -69,9 +87,11 @@ const (
 	idHopLatency      = 12
 	idRequests        = 13
 	idCost            = 14
-	idRowOverload     = 15
-	idBudget          = 16
-	idShed            = 17
+	idEarlyRequests   = 15
+	idEarlyPremium    = 16
+	idRowOverload     = 17
+	idBudget          = 18
+	idShed            = 19
 )
 
 // rateWindow is the window of the per-second rates on trend panels. The
@@ -143,6 +163,7 @@ func breakerThresholds() *dashboard.ThresholdsConfigBuilder {
 			{Value: nil, Color: "green"},
 			{Value: cog.ToPtr(1.0), Color: "yellow"},
 			{Value: cog.ToPtr(2.0), Color: "red"},
+			{Value: cog.ToPtr(3.0), Color: "blue"},
 		})
 }
 
@@ -244,13 +265,14 @@ func breakerRow() *dashboard.RowBuilder {
 }
 
 func breakerTile() *stat.PanelBuilder {
-	expr := fmt.Sprintf("max(%s{%s})", telemetry.MetricBreakerState, mRegionChannel)
+	expr := channelState("max")
 	return stat.NewPanelBuilder().
 		Id(idBreakerTile).
 		Title("$" + VarChannel).
 		Description("L1 breaker of this channel in this region, worst gateway instance (max). " +
 			"Green closed: traffic flows. Yellow half-open: one trial request decides. " +
 			"Red open: the channel is skipped for the cooldown (60 s by default) and its traffic fails over to the next chain entry. " +
+			"Blue demoted (early warning, opt-in): the breaker is closed, but the channel's latency or error rate turned bad against its own baseline, so it is tried last in its chains until its cooldown ends; it still serves when the others fail. " +
 			"Red everywhere for one channel = provider outage; red for many channels in one region = look at that region's egress. " +
 			"n/a: this region's gateways do not use the channel.").
 		GridPos(grid(0, 1, 4, 4)).
@@ -315,12 +337,13 @@ func errorRatePanel() *timeseries.PanelBuilder {
 }
 
 func breakerTimeline() *statetimeline.PanelBuilder {
-	expr := fmt.Sprintf("max by (%s, %s) (%s{%s})", telemetry.LabelRegion, telemetry.LabelChannel, telemetry.MetricBreakerState, mRegionChannel)
+	expr := channelState(fmt.Sprintf("max by (%s, %s) ", telemetry.LabelRegion, telemetry.LabelChannel))
 	return statetimeline.NewPanelBuilder().
 		Id(idBreakerTimeline).
 		Title("Breaker state over time").
 		Description("History of every breaker (region/channel), worst instance. " +
 			"Answers: when did the channel open, how long did it stay open, is it flapping (open → half-open → open every cooldown)? " +
+			"Blue bands are early-warning demotions: did one come before the channel opened (a warning that paid off), or alone (a false alarm, whose premium the panels below show)? " +
 			"Line it up with the error-rate panel above: the opening should follow the rate crossing 25 % (rate mode) or the third failure (count mode).").
 		GridPos(grid(0, 14, 24, 7)).
 		Datasource(promDS).
@@ -436,6 +459,35 @@ func costPanel() *timeseries.PanelBuilder {
 		Tooltip(tooltipAll())
 }
 
+func earlyRequestsPanel() *timeseries.PanelBuilder {
+	reordered := sumRate(telemetry.LabelChannel, telemetry.MetricEarlyWarningReordered, mAll, rateWindow)
+	premium := sumRate(telemetry.LabelChannel, telemetry.MetricEarlyWarningPremiumRequests, mAll, rateWindow)
+	return rateTimeseries(idEarlyRequests, "Early warning: requests moved off demoted channels", grid(0, 56, 12, 8),
+		"Early warning (opt-in) demotes a channel whose latency or error rate turns bad before its breaker opens: the channel is tried last in its chains. "+
+			"Reordered: requests whose chain put the demoted channel (the legend's) last. At a premium: those a pricier channel then served. "+
+			"Answers: how much traffic is a demotion moving, and is it landing on pricier channels? Each request's trace carries an \"early warning demotion\" event with the evidence.",
+		query("A", reordered, "reordered {{"+telemetry.LabelChannel+"}}"),
+		query("B", premium, "at a premium {{"+telemetry.LabelChannel+"}}"),
+	).Links([]cog.Builder[dashboard.DashboardLink]{traceSearchLink()})
+}
+
+func earlyPremiumPanel() *timeseries.PanelBuilder {
+	expr := fmt.Sprintf("sum by (%s) (rate(%s{%s}[%s])) * 3600", telemetry.LabelChannel, telemetry.MetricEarlyWarningPremium, mAll, rateWindow)
+	return timeseries.NewPanelBuilder().
+		Id(idEarlyPremium).
+		Title("Early warning: premium of demotions (USD/hour)").
+		Description("What requests served by a pricier channel because the legend's channel was demoted cost above that channel's price, as an hourly rate. " +
+			"A demotion that no breaker opening follows (a blue band alone on the timeline) is a false alarm, and this is its price; " +
+			"docs/early-warning.md shows what the defaults cost and save in replayed incidents.").
+		GridPos(grid(12, 56, 12, 8)).
+		Datasource(promDS).
+		WithTarget(query("A", expr, "{{"+telemetry.LabelChannel+"}}")).
+		Unit("currencyUSD").
+		Min(0).
+		Legend(legendTable()).
+		Tooltip(tooltipAll())
+}
+
 func rateTimeseries(id uint32, title string, pos dashboard.GridPos, desc string, targets ...cog.Builder[variants.Dataquery]) *timeseries.PanelBuilder {
 	return timeseries.NewPanelBuilder().
 		Id(id).
@@ -462,13 +514,6 @@ func tooltipAll() *common.VizTooltipOptionsBuilder {
 	return common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending)
 }
 
-// Failover returns the failover board of DESIGN.md §6.
-//
-// Layout: a row per region (repeated) holding one breaker tile per channel
-// (repeated), then error rates and breaker history, then the failover
-// mechanics (skips, gate, header timeouts, deadlines), then latency with
-// exemplars, outcomes and cost. Rows are expanded: their panels follow them
-// at the top level of the JSON, which is how Grafana stores open rows.
 // budgetPanel is the overload tile: the share of the buffer budget in use
 // (DESIGN.md §13), worst instance.
 func budgetPanel() *stat.PanelBuilder {
@@ -480,7 +525,7 @@ func budgetPanel() *stat.PanelBuilder {
 		Description("Share of the process's buffer budget (held stream-gate frames, bodies being classified, request bodies kept for replay) in use, worst instance per region. " +
 			"Near 100 % hops fail over with buffer_budget and request bodies are shed (503 engine_overloaded). " +
 			"Answers: is a broken upstream (an endless body) eating the memory every stream shares?").
-		GridPos(grid(0, 57, 6, 6)).
+		GridPos(grid(0, 65, 6, 6)).
 		Datasource(promDS).
 		WithTarget(query("A", expr, "{{"+telemetry.LabelRegion+"}}")).
 		Unit("percentunit").
@@ -499,7 +544,7 @@ func shedPanel() *timeseries.PanelBuilder {
 	shed := sumRate(telemetry.LabelShedReason, telemetry.MetricShed, mRegion, rateWindow)
 	inFlight := fmt.Sprintf("sum(%s{%s})", telemetry.MetricInFlight, mRegion)
 	streams := fmt.Sprintf("sum(%s{%s})", telemetry.MetricStreamsOpen, mRegion)
-	return rateTimeseries(idShed, "Shed requests, requests in flight, open streams", grid(6, 57, 18, 6),
+	return rateTimeseries(idShed, "Shed requests, requests in flight, open streams", grid(6, 65, 18, 6),
 		"Shed: new requests refused at once with 503 engine_overloaded and Retry-After, by reason (in_flight, streams, budget); "+
 			"/readyz says overloaded meanwhile, so the load balancer steers away. Committed streams are never cut to make room. "+
 			"In flight and streams: the counts the bounds apply to. Answers: is this instance shedding, and which bound is it at?",
@@ -509,6 +554,14 @@ func shedPanel() *timeseries.PanelBuilder {
 	)
 }
 
+// Failover returns the failover board of DESIGN.md §6.
+//
+// Layout: a row per region (repeated) holding one breaker tile per channel
+// (repeated), then error rates and breaker history, then the failover
+// mechanics (skips, gate, header timeouts, deadlines), then latency with
+// exemplars, outcomes and cost, what early warning moved and cost, then overload.
+// Rows are expanded: their panels follow them
+// at the top level of the JSON, which is how Grafana stores open rows.
 func Failover() (dashboard.Dashboard, error) { return FailoverWith(Options{}) }
 
 // FailoverWith is Failover with o's links.
@@ -539,7 +592,9 @@ func FailoverWith(o Options) (dashboard.Dashboard, error) {
 		WithPanel(latencyPanel(o)).
 		WithPanel(requestsPanel()).
 		WithPanel(costPanel()).
-		WithRow(dashboard.NewRowBuilder("Overload").Id(idRowOverload).GridPos(grid(0, 56, 24, 1))).
+		WithPanel(earlyRequestsPanel()).
+		WithPanel(earlyPremiumPanel()).
+		WithRow(dashboard.NewRowBuilder("Overload").Id(idRowOverload).GridPos(grid(0, 64, 24, 1))).
 		WithPanel(budgetPanel()).
 		WithPanel(shedPanel()).
 		Build()

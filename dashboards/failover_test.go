@@ -181,15 +181,16 @@ func TestBreakerRowAndTilesRepeat(t *testing.T) {
 		t.Errorf("tile colorMode = %q, want background", tile.Options.ColorMode)
 	}
 	if len(tile.Targets) != 1 || !tile.Targets[0].Instant ||
-		tile.Targets[0].Expr != `max(hopgate_breaker_state{region=~"$region",channel=~"$channel"})` {
+		tile.Targets[0].Expr != `max(hopgate_breaker_state{region=~"$region",channel=~"$channel"}) > 0 or (max(hopgate_early_warning_demoted{region=~"$region",channel=~"$channel"}) > 0) * 3 or max(hopgate_breaker_state{region=~"$region",channel=~"$channel"})` {
 		t.Errorf("tile target = %+v", tile.Targets)
 	}
 }
 
-// The three breaker states must read the same on the tiles and the timeline.
+// The three breaker states, and early warning's demoted, must read the same
+// on the tiles and the timeline (and as on the admin page).
 func TestBreakerMappings(t *testing.T) {
 	b := loadBoard(t)
-	want := map[string][2]string{"0": {"closed", "green"}, "1": {"half-open", "yellow"}, "2": {"open", "red"}}
+	want := map[string][2]string{"0": {"closed", "green"}, "1": {"half-open", "yellow"}, "2": {"open", "red"}, "3": {"demoted", "blue"}}
 	for _, id := range []int{idBreakerTile, idBreakerTimeline} {
 		p := byID(t, b, id)
 		if len(p.FieldConfig.Defaults.Mappings) != 1 {

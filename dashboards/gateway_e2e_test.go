@@ -28,11 +28,13 @@ const (
 	chMid   = "mid"      // where "chat" fails over to
 	chDear  = "dear"     // first of "chat-us"
 	chSlow  = "slowpoke" // answers nothing
+	chDrift = "drift"    // first of "chat-drift": early warning demotes it
 
 	modelChat     = "chat"
 	modelChatUS   = "chat-us"
 	modelHang     = "hang"     // header_timeout 300ms on slowpoke: header timeouts, exhausted degraded replies
 	modelDeadline = "deadline" // chain_deadline 400ms on slowpoke: chain-deadline hits
+	modelDrift    = "chat-drift"
 
 	cooldown = 6 * time.Second // breaker cooldown: short, so recovery fits the test
 )
@@ -51,6 +53,15 @@ channels:
   - {id: mid, base_url: "{{url:mid}}", api_key_env: CHANNEL_KEY, region: eu-west-1}
   - {id: dear, base_url: "{{url:dear}}", api_key_env: CHANNEL_KEY, region: us-east-1}
   - {id: slowpoke, base_url: "{{url:slowpoke}}", api_key_env: CHANNEL_KEY, region: us-east-1, breaker: {failures: 1000}}
+  # Half its requests fail (flap): early warning demotes it at once, for
+  # longer than the test, while its rate breaker cannot open (it would
+  # need 1000 requests in its window).
+  - id: drift
+    base_url: "{{url:drift}}"
+    api_key_env: CHANNEL_KEY
+    region: eu-west-1
+    breaker: {mode: rate, threshold: 0.9, min_requests: 1000}
+    early_warning: {enabled: true, window: 5s, baseline: 10s, for: 0s, min_samples: 5, error_fraction: 0.3, cooldown: 30m}
 models:
   - name: chat
     chain:
@@ -69,6 +80,10 @@ models:
     policy: {chain_deadline: 400ms}
     chain:
       - {channel: slowpoke, upstream_model: "gpt-x|no-headers", price: {input: 1, output: 1}}
+  - name: chat-drift
+    chain:
+      - {channel: drift, upstream_model: gpt-x, price: {input: 0.1, output: 0.2}}
+      - {channel: mid, upstream_model: gpt-x, price: {input: 1, output: 2}}
 `
 
 // scenario is a real gateway (gateway.Start, real clock, real listeners) in
@@ -87,7 +102,10 @@ func startScenario(t *testing.T) *scenario {
 	s.g = gwtest.Start(t, gwtest.Options{
 		Clock: clockwork.NewRealClock(), UpstreamClock: clockwork.NewRealClock(),
 		Logger: slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, scenarioYAML, chCheap, chMid, chDear, chSlow)
+	}, scenarioYAML, chCheap, chMid, chDear, chSlow, chDrift)
+	if err := s.g.Ups[chDrift].SetFault(upstreamModel, "flap=1s/2s"); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
@@ -115,6 +133,7 @@ func (s *scenario) drive(t *testing.T) {
 		{300 * time.Millisecond, modelChatUS, chatBody(modelChatUS, false)},
 		{300 * time.Millisecond, modelHang, chatBody(modelHang, false)},
 		{300 * time.Millisecond, modelDeadline, chatBody(modelDeadline, true)},
+		{100 * time.Millisecond, modelDrift, chatBody(modelDrift, true)},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -22,10 +22,11 @@ func TestQueriesParseAsPromQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 1 tile + 1 error rate + 1 timeline + 2 failover + 1 gate + 1 header
-	// timeout + 2 deadline + 3 latency + 1 outcome + 1 cost + 1 budget + 3
-	// shed/admission = 18, + 3 variables.
-	if len(qs) != 21 {
-		t.Errorf("Queries found %d queries, want 21", len(qs))
+	// timeout + 2 deadline + 3 latency + 1 outcome + 1 cost + 2 early-warning
+	// requests + 1 early-warning premium + 1 budget + 3 shed/admission = 21,
+	// + 3 variables.
+	if len(qs) != 24 {
+		t.Errorf("Queries found %d queries, want 24", len(qs))
 	}
 	allowed := contractMetrics(t)
 	for _, q := range qs {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/earlywarning"
 	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/gate"
 	"github.com/hopgate/hopgate/internal/provider"
@@ -69,6 +70,9 @@ type attempt struct {
 	got     []byte // a replayed continuation's text so far
 	// skipWS: whitespace a translated prefill lost, to skip once.
 	skipWS int
+	// ew is the hop as its channel's early warning sees it (demote.go);
+	// it records nothing when early warning is off for the channel.
+	ew earlywarning.Hop
 }
 
 // newAttempt counts one attempt on entry's channel and starts its span.
@@ -99,6 +103,9 @@ func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode str
 	a.cancel = cancel
 	a.start = c.e.clock.Now()
 	a.l4 = headerTimeout{next: c.e.transport, clock: c.e.clock, timeout: m.Policy.HeaderTimeout, cancel: cancel}
+	// A continuation streams without passing the gate: it has no first
+	// token to time, only headers and an outcome.
+	c.e.warnFor(a.ch).Begin(&a.ew, c.req.Stream && mode == "")
 	return a
 }
 
@@ -164,6 +171,7 @@ func (a *attempt) end(err *classify.HopError) {
 		// what the request is charged for.
 		c.usage = Usage{InputTokens: a.usage.InputTokens, OutputTokens: a.usage.OutputTokens, Present: true}
 	}
+	a.ew.End(warnOutcome(err))
 	op := operationName(c.req.Operation)
 	c.e.tel.Metrics.Hop(a.ctx, a.ch.ID, a.ch.Region, a.m.Name, c.req.Operation, he.Outcome, d)
 	switch {
@@ -181,6 +189,9 @@ func (a *attempt) end(err *classify.HopError) {
 			if premium := cost - (float64(u.InputTokens)*cheap.Input+float64(u.OutputTokens)*cheap.Output)/1e6; premium > 0 {
 				c.e.tel.Metrics.FailoverPremium(a.ctx, a.ch.ID, a.m.Name, premium)
 			}
+		}
+		if len(c.demoted) > 0 {
+			recordPremium(a)
 		}
 		c.e.tel.Metrics.GenAI(a.ctx, op, a.ch.Provider, a.entry.UpstreamModel, a.respModel, "", d, a.usage.InputTokens, a.usage.OutputTokens)
 	case err.Class() == classify.Retryable || err.Class() == classify.Final:
@@ -252,6 +263,7 @@ func (a *attempt) send(opts reqbody.Options) (*http.Response, *classify.HopError
 		return nil, herr
 	}
 	await.Arrived()
+	a.ew.Headers()
 	a.status = resp.StatusCode
 	return resp, nil
 }

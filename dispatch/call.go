@@ -58,6 +58,8 @@ type call struct {
 	statuses   []int
 	served     *config.Model
 	failedOver bool
+	// demoted: chain entries early warning moved to the end (demote.go).
+	demoted    []demotedEntry
 	retryAfter time.Duration // soonest Retry-After of a failed hop
 	timedOut   bool          // the gate committed on its timeout (trace kept)
 	usage      Usage         // reported by the hop that served the answer
@@ -214,12 +216,13 @@ type skipped struct {
 	reopen time.Time
 }
 
-// walkChain tries one model's chain, skipping open channels, until an
-// answer is written or a hop fails with a result that is not retryable.
+// walkChain tries one model's chain, skipping open channels (and with
+// demoted channels last, see demote.go), until an answer is written or a
+// hop fails with a result that is not retryable.
 // It returns the last hop's error (nil when none was tried), the skips so
 // far, and how many entries it tried, so run can decide on a forced trial.
 func (c *call) walkChain(m *config.Model, skips []skipped) (last *classify.HopError, _ []skipped, tried int) {
-	for _, entry := range m.Chain {
+	for _, entry := range chainOrder(c, m) {
 		if c.ctx.Err() != nil {
 			return c.ctxError(), skips, tried
 		}

@@ -2,7 +2,9 @@
 // DESIGN.md §2 applied to one client request.
 //
 //   - L1: before a hop, the channel's breaker (package breaker) decides
-//     whether anything is sent at all.
+//     whether anything is sent at all. Before a chain is walked, early
+//     warning (package earlywarning, opt-in, demote.go) may move a
+//     demoted channel to its end: tried last, never skipped.
 //   - L2: the chain walk (call.go) tries entries cheapest first, moves on
 //     only on retryable results (classify.HopError), returns final ones at
 //     once, never retries a channel after a timeout.
@@ -25,6 +27,10 @@
 // race for it by compare-and-swap), the status line with hopgate's
 // headers, the in-band error frame of an interrupted stream, the abort of
 // a binary body. The degraded reply is reply.go.
+//
+// Every hop also feeds its channel's early-warning detector (the
+// attempt's ew: headers, first token, outcome), classified as the breaker
+// is.
 //
 // Spans are recorded through telemetry.Spans and metrics through
 // telemetry.Metrics: dispatch reports what happened and never builds span

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/earlywarning"
 	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/reqbody"
@@ -48,6 +49,9 @@ type Options struct {
 	// Breakers is the process-wide breaker registry. Nil: a new one driven
 	// by Clock, whose transitions feed Telemetry.
 	Breakers *breaker.Set
+	// Warnings is the process-wide early-warning registry (channels with
+	// early_warning enabled). Nil: a new one driven by Clock.
+	Warnings *earlywarning.Set
 	// Telemetry receives spans, metrics and failover paths. Nil: telemetry.Noop().
 	Telemetry *telemetry.Telemetry
 	// Logger receives one line per request. Nil: slog.Default().
@@ -76,6 +80,7 @@ type Engine struct {
 	clock     clockwork.Clock
 	transport http.RoundTripper
 	breakers  *breaker.Set
+	warnings  *earlywarning.Set
 	tel       *telemetry.Telemetry
 	log       *slog.Logger
 	userAgent string
@@ -142,6 +147,10 @@ func New(o Options) *Engine {
 	e.breakers = o.Breakers
 	if e.breakers == nil {
 		e.breakers = breaker.NewSet(breaker.WithClock(e.clock))
+	}
+	e.warnings = o.Warnings
+	if e.warnings == nil {
+		e.warnings = earlywarning.NewSet(earlywarning.WithClock(e.clock))
 	}
 	return e
 }

@@ -157,9 +157,13 @@ type gateHold struct {
 	hold   overload.Hold // the held frames, against the process's budget
 }
 
-// decide records the gate's decision.
+// decide records the gate's decision; a commit is the stream's first
+// token for early warning.
 func (g *gateHold) decide(decision string) {
 	a := g.a
+	if decision == telemetry.GateCommitContent || decision == telemetry.GateCommitTimeout {
+		a.ew.FirstToken()
+	}
 	g.span.Decided(decision, len(g.frames), g.bytes)
 	a.c.e.tel.Metrics.GateDecision(a.ctx, a.ch.ID, a.m.Name, decision, a.c.e.clock.Since(g.start))
 }

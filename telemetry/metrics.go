@@ -34,6 +34,13 @@ type BreakerObservation struct {
 	State                  int // 0 closed, 1 half-open, 2 open
 }
 
+// EarlyWarningObservation is one channel's early-warning state as seen by
+// the hopgate_early_warning_demoted gauge callback.
+type EarlyWarningObservation struct {
+	Channel, ChannelRegion string
+	Demoted                bool
+}
+
 // Metrics records every hopgate metric of DESIGN.md §5. All methods are
 // safe for concurrent use; a nil *Metrics records nothing.
 type Metrics struct {
@@ -56,9 +63,15 @@ type Metrics struct {
 	genAIDuration      metric.Float64Histogram
 	genAITokens        metric.Int64Histogram
 	wallet             walletInstruments // wallet.go
+	overload           overloadMetrics   // overload.go
+	ewDemoted          metric.Int64ObservableGauge
+	ewDemotions        metric.Int64Counter
+	ewReordered        metric.Int64Counter
+	ewPremiumRequests  metric.Int64Counter
+	ewPremium          metric.Float64Counter
 
 	breakers atomic.Pointer[func() []BreakerObservation]
-	overload overloadMetrics
+	warnings atomic.Pointer[func() []EarlyWarningObservation]
 	rates    *ErrorRates // the on-call page's per-channel error rate
 
 	// attrs caches the measurement option of each label tuple of the
@@ -143,10 +156,16 @@ func NewMetrics(mp metric.MeterProvider, region string) (*Metrics, error) {
 	m.degraded = counter(MetricDegradedReplies, "Degraded replies served.")
 	m.malformed = counter(MetricMalformedFrames, "Malformed SSE frames dropped.")
 	m.interrupted = counter(MetricStreamInterrupted, "Committed streams ended with an in-band error.")
+	m.ewDemotions = counter(MetricEarlyWarningDemotions, "Early-warning demotions per channel, by the evidence.")
+	m.ewReordered = counter(MetricEarlyWarningReordered, "Requests whose chain put this demoted channel last.")
+	m.ewPremiumRequests = counter(MetricEarlyWarningPremiumRequests, "Requests a pricier channel served because this channel was demoted.")
 
 	var err error
 	m.cost, err = meter.Float64Counter(instrumentName(MetricCost),
 		metric.WithUnit("{USD}"), metric.WithDescription("Price times usage, in US dollars."))
+	errs = append(errs, err)
+	m.ewPremium, err = meter.Float64Counter(instrumentName(MetricEarlyWarningPremium), metric.WithUnit("{USD}"),
+		metric.WithDescription("What requests served by a pricier channel because this channel was demoted cost above its price, in US dollars."))
 	errs = append(errs, err)
 	m.hopDuration, err = meter.Float64Histogram(MetricHopDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of one hop, until its body ended."),
@@ -174,6 +193,10 @@ func NewMetrics(mp metric.MeterProvider, region string) (*Metrics, error) {
 		metric.WithInt64Callback(m.observeBreakers))
 	errs = append(errs, err)
 	errs = append(errs, m.initOverload(meter))
+	m.ewDemoted, err = meter.Int64ObservableGauge(MetricEarlyWarningDemoted,
+		metric.WithDescription("1 while early warning has demoted the channel (moved to the end of its chains), else 0."),
+		metric.WithInt64Callback(m.observeWarnings))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -203,6 +226,69 @@ func (m *Metrics) observeBreakers(_ context.Context, o metric.Int64Observer) err
 			attribute.String(LabelChannel, b.Channel), attribute.String(LabelChannelRegion, b.ChannelRegion)))
 	}
 	return nil
+}
+
+// ObserveEarlyWarning sets the function feeding
+// hopgate_early_warning_demoted; calling it again replaces it.
+func (m *Metrics) ObserveEarlyWarning(f func() []EarlyWarningObservation) {
+	if m == nil {
+		return
+	}
+	if f == nil {
+		m.warnings.Store(nil)
+		return
+	}
+	m.warnings.Store(&f)
+}
+
+func (m *Metrics) observeWarnings(_ context.Context, o metric.Int64Observer) error {
+	f := m.warnings.Load()
+	if f == nil {
+		return nil
+	}
+	for _, w := range (*f)() {
+		v := int64(0)
+		if w.Demoted {
+			v = 1
+		}
+		o.Observe(v, metric.WithAttributes(m.region,
+			attribute.String(LabelChannel, w.Channel), attribute.String(LabelChannelRegion, w.ChannelRegion)))
+	}
+	return nil
+}
+
+// EarlyWarningDemotion counts a channel demoted by early warning; reason
+// names the evidence.
+func (m *Metrics) EarlyWarningDemotion(ctx context.Context, channel, channelRegion, reason string) {
+	if m == nil {
+		return
+	}
+	m.ewDemotions.Add(ctx, 1, metric.WithAttributes(m.region,
+		attribute.String(LabelChannel, channel), attribute.String(LabelChannelRegion, channelRegion),
+		attribute.String(LabelReason, reason)))
+}
+
+// EarlyWarningReordered counts a request of model whose chain put the
+// demoted channel last.
+func (m *Metrics) EarlyWarningReordered(ctx context.Context, channel, model string) {
+	if m == nil {
+		return
+	}
+	m.ewReordered.Add(ctx, 1, m.channelModel(channel, model).add...)
+}
+
+// EarlyWarningPremium counts a request of model that a pricier channel
+// served because channel was demoted, and adds usd, what it cost above
+// channel's price (0 when the upstream reported no usage).
+func (m *Metrics) EarlyWarningPremium(ctx context.Context, channel, model string, usd float64) {
+	if m == nil {
+		return
+	}
+	o := m.channelModel(channel, model)
+	m.ewPremiumRequests.Add(ctx, 1, o.add...)
+	if usd > 0 {
+		m.ewPremium.Add(ctx, usd, o.add...)
+	}
 }
 
 // BreakerTransition counts one breaker state change (from/to are state names).

@@ -92,6 +92,13 @@ func recordEverything(ctx context.Context, m *Metrics) {
 	m.StreamInterrupted(ctx, "b", "gpt")
 	m.GenAI(ctx, OperationChat, "openai", "gpt", "gpt-2025", "", 2*time.Second, 10, 20)
 	m.GenAI(ctx, OperationChat, "openai", "gpt", "", "503", time.Second, 0, 0)
+	m.ObserveEarlyWarning(func() []EarlyWarningObservation {
+		return []EarlyWarningObservation{{Channel: "a", ChannelRegion: "us-east-1", Demoted: true}, {Channel: "b", ChannelRegion: "eu-west-1"}}
+	})
+	m.EarlyWarningDemotion(ctx, "a", "us-east-1", "header_latency")
+	m.EarlyWarningReordered(ctx, "a", "gpt")
+	m.EarlyWarningPremium(ctx, "a", "gpt", 0.5)
+	m.EarlyWarningPremium(ctx, "a", "gpt", 0) // served without usage: a request, no dollars
 }
 
 // The contract of DESIGN.md §5: every metric name and label set exactly as
@@ -132,8 +139,14 @@ func TestMetricNamesAndLabels(t *testing.T) {
 		MetricMalformedFrames:    {"counter", chanModel},
 		MetricStreamInterrupted:  {"counter", chanModel},
 		MetricTraceDecisions:     {"counter", []string{"region", "decision"}},
-		PromGenAIDuration:        {"histogram", append(slices.Clone(genai), LabelErrorType)},
-		PromGenAITokenUsage:      {"histogram", append(slices.Clone(genai), LabelGenAITokenType)},
+		// Early warning (DESIGN.md §12).
+		MetricEarlyWarningDemoted:         {"gauge", []string{"region", "channel", "channel_region"}},
+		MetricEarlyWarningDemotions:       {"counter", []string{"region", "channel", "channel_region", "reason"}},
+		MetricEarlyWarningReordered:       {"counter", chanModel},
+		MetricEarlyWarningPremiumRequests: {"counter", chanModel},
+		MetricEarlyWarningPremium:         {"counter", chanModel},
+		PromGenAIDuration:                 {"histogram", append(slices.Clone(genai), LabelErrorType)},
+		PromGenAITokenUsage:               {"histogram", append(slices.Clone(genai), LabelGenAITokenType)},
 	}
 	for name, w := range want {
 		f := fams[name]
@@ -161,6 +174,10 @@ func TestMetricNamesAndLabels(t *testing.T) {
 	for _, must := range []string{
 		`hopgate_cost_total{channel="b",model="gpt",region="eu-west-1"} 0.25`,
 		`hopgate_breaker_state{channel="a",channel_region="us-east-1",region="eu-west-1"} 2`,
+		`hopgate_early_warning_demoted{channel="a",channel_region="us-east-1",region="eu-west-1"} 1`,
+		`hopgate_early_warning_demoted{channel="b",channel_region="eu-west-1",region="eu-west-1"} 0`,
+		`hopgate_early_warning_premium_requests_total{channel="a",model="gpt",region="eu-west-1"} 2`,
+		`hopgate_early_warning_premium_total{channel="a",model="gpt",region="eu-west-1"} 0.5`,
 		`hopgate_hop_duration_seconds_bucket{channel="a",channel_region="us-east-1",model="gpt",operation="chat",outcome="retryable",region="eu-west-1",le="2"} 1`,
 		`hopgate_hop_duration_seconds_bucket{channel="a",channel_region="us-east-1",model="gpt",operation="chat",outcome="retryable",region="eu-west-1",le="300"} 1`,
 		"go_goroutines", "target_info",

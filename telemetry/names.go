@@ -65,6 +65,20 @@ const (
 	// fail it (the stream gate committing on timeout): such a trace is kept
 	// like a failover, since "slow" is what on-call looks for.
 	AttrTimedOut = "hopgate.timed_out"
+	// Early warning (DESIGN.md §12): the attributes of the EventEarlyWarning
+	// event on the dispatch span of a request whose chain put a demoted
+	// channel last (hopgate.channel names it).
+	AttrEarlyWarningReason = "hopgate.early_warning.reason" // header_latency | first_token | error_rate
+	AttrEarlyWarningDetail = "hopgate.early_warning.detail" // the evidence in words
+	AttrEarlyWarningUntil  = "hopgate.early_warning.until"  // RFC 3339: when the demotion ends
+)
+
+// EventEarlyWarning is the span event recorded on the dispatch span for
+// each demoted channel a request's chain moved to its end; StepDemoted is
+// that channel's step on the failover path ("a:demoted -> b:ok").
+const (
+	EventEarlyWarning = "early warning demotion"
+	StepDemoted       = "demoted"
 )
 
 // OpenTelemetry GenAI semantic convention keys.
@@ -168,6 +182,19 @@ const (
 	EventWalletHeld   = "hopgate.wallet.held"
 	AttrWalletHold    = "hopgate.wallet.hold_micros"
 	AttrWalletReason  = "hopgate.wallet.reason"
+
+	// Early warning (DESIGN.md §12). Demoted is 1 while a channel is
+	// demoted (its breaker state is unchanged: a fourth, breaker-like
+	// state the boards draw blue); demotions count entries into that state
+	// by reason; reordered counts requests whose chain put the demoted
+	// channel last; the premium counts requests a pricier channel served
+	// because of a demotion, and what they cost above the demoted
+	// channel's price (USD).
+	MetricEarlyWarningDemoted         = "hopgate_early_warning_demoted"
+	MetricEarlyWarningDemotions       = "hopgate_early_warning_demotions_total"
+	MetricEarlyWarningReordered       = "hopgate_early_warning_reordered_total"
+	MetricEarlyWarningPremiumRequests = "hopgate_early_warning_premium_requests_total"
+	MetricEarlyWarningPremium         = "hopgate_early_warning_premium_total"
 )
 
 // Metric label names.

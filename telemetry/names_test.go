@@ -68,6 +68,15 @@ func TestContractNames(t *testing.T) {
 		LabelFrom:                "from",
 		LabelTo:                  "to",
 		LabelOperation:           "operation",
+		// Early warning (DESIGN.md §12): the issue names the reason
+		// attribute; the dashboards query the metrics.
+		AttrEarlyWarningReason:            "hopgate.early_warning.reason",
+		EventEarlyWarning:                 "early warning demotion",
+		StepDemoted:                       "demoted",
+		MetricEarlyWarningDemoted:         "hopgate_early_warning_demoted",
+		MetricEarlyWarningDemotions:       "hopgate_early_warning_demotions_total",
+		MetricEarlyWarningPremiumRequests: "hopgate_early_warning_premium_requests_total",
+		MetricEarlyWarningPremium:         "hopgate_early_warning_premium_total",
 		// Matched by deploy/compose/otel-collector.yaml and the dashboards.
 		AttrTimedOut:         "hopgate.timed_out",
 		OutcomeOK:            "ok",

@@ -143,6 +143,30 @@ func (c CallSpan) Skip(ctx context.Context, k Skip) {
 	span.End()
 }
 
+// Demotion is a demoted channel that a request's chain moved to its end
+// (early warning, DESIGN.md §12).
+type Demotion struct {
+	Channel, ChannelRegion string
+	Reason, Detail         string
+	Until                  time.Time
+}
+
+// Demoted records an EventEarlyWarning event on the dispatch span.
+func (c CallSpan) Demoted(d Demotion) {
+	a := [5]attribute.KeyValue{
+		attribute.String(AttrChannel, d.Channel),
+		attribute.String(AttrChannelRegion, d.ChannelRegion),
+		attribute.String(AttrEarlyWarningReason, d.Reason),
+		attribute.String(AttrEarlyWarningUntil, d.Until.UTC().Format(time.RFC3339Nano)),
+	}
+	n := 4
+	if d.Detail != "" {
+		a[n] = attribute.String(AttrEarlyWarningDetail, d.Detail)
+		n++
+	}
+	c.span.AddEvent(EventEarlyWarning, trace.WithAttributes(a[:n]...))
+}
+
 // Backoff records the wait before a same-channel retry; the returned func
 // ends it.
 func (c CallSpan) Backoff(ctx context.Context, channel string, d time.Duration) (end func()) {

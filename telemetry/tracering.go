@@ -87,7 +87,7 @@ type TraceRecord struct {
 	Model      string    // hopgate.model of the dispatch span
 	Outcome    string    // hopgate.outcome of the root
 	Path       string    // hopgate.failover.path of the root
-	Channels   []string  // hopgate.channel of every hop and skip, first-seen order
+	Channels   []string  // hopgate.channel of every hop, skip and early-warning demotion, first-seen order
 	Spans      []SpanRecord
 	bytes      int64
 }
@@ -420,6 +420,18 @@ func (t *TraceRecord) summarize() {
 		}
 		if ch := s.Attr(AttrChannel); ch != "" && !slices.Contains(t.Channels, ch) {
 			t.Channels = append(t.Channels, ch)
+		}
+		for _, ev := range s.Events {
+			// A demoted channel a request tried last (or not at all) is
+			// one of the channels its trace is about.
+			if ev.Name != EventEarlyWarning {
+				continue
+			}
+			for _, a := range ev.Attrs {
+				if a.Key == AttrChannel && a.Value != "" && !slices.Contains(t.Channels, a.Value) {
+					t.Channels = append(t.Channels, a.Value)
+				}
+			}
 		}
 		size += s.size()
 	}

@@ -36,6 +36,10 @@ func ringRequest(tp trace.TracerProvider, model, path string, lateHop bool, pad 
 			skip.End()
 			continue
 		}
+		if result == StepDemoted {
+			CallSpan{span: disp}.Demoted(Demotion{Channel: ch, Reason: "header_latency", Until: time.Unix(0, 0)})
+			continue
+		}
 		hctx, hop := tr.Start(dctx, "chat m", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 			attribute.String(AttrChannel, ch), attribute.Int(AttrHopIndex, i), attribute.String("pad", pad)))
 		_, await := tr.Start(hctx, SpanAwaitHeaders)
@@ -75,6 +79,23 @@ func setupRing(t *testing.T, ratio float64, exp sdktrace.SpanExporter, ring Trac
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	return tel
+}
+
+// A request that early warning reordered is a trace about the demoted
+// channel too: on-call clicking the blue tile must find it.
+func TestTraceRingListsDemotedChannels(t *testing.T) {
+	tel := setupRing(t, 1, nil, TraceRingOptions{})
+	id := ringRequest(tel.TracerProvider, "m", "a:demoted -> b:ok", false, "")
+	rec := tel.Traces.Get(id)
+	if rec == nil {
+		t.Fatal("a reordered request's trace is not kept")
+	}
+	if got := strings.Join(rec.Channels, ","); got != "b,a" {
+		t.Errorf("channels %s, want the hop's b and the demoted a", got)
+	}
+	if l := tel.Traces.List(TraceFilter{Channel: "a"}); len(l) != 1 || l[0].TraceID != id {
+		t.Errorf("channel filter a: %v", l)
+	}
 }
 
 // TestTraceRingKeepsInterestingTraces: the ring holds the traces the

@@ -11,6 +11,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/earlywarning"
 	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -104,6 +105,9 @@ type EntryView struct {
 	PriceOutput   float64 `json:"price_output"`
 	Prefill       bool    `json:"prefill"`
 	Breaker       string  `json:"breaker"`
+	// EarlyWarning is the channel's early-warning state (normal, demoted,
+	// probation); absent when early warning is off for it.
+	EarlyWarning string `json:"early_warning,omitempty"`
 }
 
 // BreakerView is one channel's breaker.
@@ -113,6 +117,10 @@ type BreakerView struct {
 	Mode    string           `json:"mode"`
 	State   string           `json:"state"`
 	Detail  breaker.Snapshot `json:"detail"`
+	// EarlyWarning is the channel's early warning and its evidence, when
+	// enabled: a demoted channel is moved to the end of its chains while
+	// its breaker stays closed (the tiles' fourth state).
+	EarlyWarning *earlywarning.Snapshot `json:"early_warning,omitempty"`
 }
 
 func (s *Server) chainViews() []ChainView {
@@ -124,9 +132,13 @@ func (s *Server) chainViews() []ChainView {
 			FallbackModels: m.FallbackModels, ContextFallback: m.ContextFallback}
 		for _, e := range m.Chain {
 			br := s.Engine.Breakers().Get(e.Channel.ID, dispatch.BreakerPolicy(e.Channel.Breaker))
-			v.Entries = append(v.Entries, EntryView{Channel: e.Channel.ID, Region: e.Channel.Region,
+			ev := EntryView{Channel: e.Channel.ID, Region: e.Channel.Region,
 				UpstreamModel: e.UpstreamModel, PriceInput: e.Price.Input, PriceOutput: e.Price.Output,
-				Prefill: e.Prefill, Breaker: br.State().String()})
+				Prefill: e.Prefill, Breaker: br.State().String()}
+			if d := s.Engine.Warning(e.Channel); d != nil {
+				ev.EarlyWarning = d.State().String()
+			}
+			v.Entries = append(v.Entries, ev)
 		}
 		out = append(out, v)
 	}
@@ -138,8 +150,13 @@ func (s *Server) breakerViews() []BreakerView {
 	out := make([]BreakerView, 0, len(cfg.Channels))
 	for _, ch := range cfg.Channels {
 		br := s.Engine.Breakers().Get(ch.ID, dispatch.BreakerPolicy(ch.Breaker))
-		out = append(out, BreakerView{Channel: ch.ID, Region: ch.Region, Mode: ch.Breaker.Mode,
-			State: br.State().String(), Detail: br.Snapshot()})
+		v := BreakerView{Channel: ch.ID, Region: ch.Region, Mode: ch.Breaker.Mode,
+			State: br.State().String(), Detail: br.Snapshot()}
+		if d := s.Engine.Warning(ch); d != nil {
+			snap := d.Snapshot()
+			v.EarlyWarning = &snap
+		}
+		out = append(out, v)
 	}
 	return out
 }

@@ -3,7 +3,8 @@
 // Prometheus, and on-call's views (DESIGN.md §10):
 //
 //   - /admin, the on-call page: breaker tiles per region × channel (green
-//     closed, yellow half-open, red open with its reopen time), each
+//     closed, yellow half-open, red open with its reopen time, blue
+//     demoted by early warning with until when and why), each
 //     channel's rolling 60 s error rate with the 25 % line, recent
 //     failovers linking to their traces, every model's chain — laid out
 //     like the Grafana failover board (dashboards/failover.go);

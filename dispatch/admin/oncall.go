@@ -9,6 +9,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/earlywarning"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -58,14 +59,22 @@ type tile struct {
 	Channel       string
 	ChannelRegion string
 	Mode          string
-	State         string // closed | half-open | open: the tile's colour
-	ReopenAt      string // open: "12:01:05 UTC"
-	ReopenIn      string // open: "in 42 s"
-	Detail        string // window counters, e.g. "2/3 failures in 5m"
-	Rate          string // rolling 60 s error rate now, "12.5 %" or "no hops"
-	Hops          int64
-	Over          bool // above the 25 % line
-	Chart         chart
+	// State is the tile's colour: closed | half-open | open, or demoted
+	// (blue) when the breaker is closed and early warning moved the
+	// channel to the end of its chains.
+	State    string
+	ReopenAt string // open: "12:01:05 UTC"
+	ReopenIn string // open: "in 42 s"
+	// Early warning: when a demotion ends (or probation, with Probation
+	// set) and its evidence.
+	DemotedUntil, DemotedIn string
+	Probation               bool
+	Warning                 string
+	Detail                  string // window counters, e.g. "2/3 failures in 5m"
+	Rate                    string // rolling 60 s error rate now, "12.5 %" or "no hops"
+	Hops                    int64
+	Over                    bool // above the 25 % line
+	Chart                   chart
 }
 
 // chart is a channel's rolling 60 s error rate over the last 15 minutes.
@@ -152,7 +161,7 @@ func (s *Server) oncall() oncallView {
 		for _, e := range m.Chain {
 			br := s.Engine.Breakers().Get(e.Channel.ID, dispatch.BreakerPolicy(e.Channel.Breaker))
 			r.Entries = append(r.Entries, entryCell{Channel: e.Channel.ID, Region: e.Channel.Region,
-				UpstreamModel: e.UpstreamModel, State: br.State().String(),
+				UpstreamModel: e.UpstreamModel, State: tileState(br.State(), s.Engine.Warning(e.Channel)),
 				PriceIn: price(e.Price.Input), PriceOut: price(e.Price.Output), Prefill: e.Prefill})
 		}
 		v.Chains = append(v.Chains, r)
@@ -164,6 +173,16 @@ func (s *Server) oncall() oncallView {
 // default trip point, as on the Grafana board.
 const errorRateThreshold = 0.25
 
+// tileState is a channel's colour: its breaker's state, or demoted when
+// the breaker is closed and early warning demoted the channel (a fourth,
+// breaker-like state, blue on the page and on the Grafana board).
+func tileState(br breaker.State, d *earlywarning.Detector) string {
+	if br == breaker.Closed && d != nil && d.State() == earlywarning.Demoted {
+		return earlywarning.Demoted.String()
+	}
+	return br.String()
+}
+
 func (s *Server) tile(ch *config.Channel, now time.Time) tile {
 	br := s.Engine.Breakers().Get(ch.ID, dispatch.BreakerPolicy(ch.Breaker))
 	snap := br.Snapshot()
@@ -171,6 +190,21 @@ func (s *Server) tile(ch *config.Channel, now time.Time) tile {
 	if snap.State == breaker.Open && !snap.ReopenAt.IsZero() {
 		t.ReopenAt = snap.ReopenAt.UTC().Format("15:04:05 UTC")
 		t.ReopenIn = "in " + short(max(snap.ReopenAt.Sub(now).Round(time.Second), 0))
+	}
+	if d := s.Engine.Warning(ch); d != nil {
+		ew := d.Snapshot()
+		switch {
+		case ew.State == earlywarning.Demoted || ew.State == earlywarning.Probation:
+			if ew.State == earlywarning.Demoted && snap.State == breaker.Closed {
+				t.State = ew.State.String()
+			}
+			t.Probation = ew.State == earlywarning.Probation
+			t.DemotedUntil = ew.Until.UTC().Format("15:04:05 UTC")
+			t.DemotedIn = "in " + short(max(ew.Until.Sub(now).Round(time.Second), 0))
+			t.Warning = ew.Reason + ": " + ew.Detail
+		case ew.Suspect:
+			t.Warning = "early warning: " + ew.Reason + " (watching): " + ew.Detail
+		}
 	}
 	switch {
 	case snap.State == breaker.HalfOpen && snap.TrialInFlight:

@@ -17,6 +17,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/admin"
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/earlywarning"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -51,6 +52,12 @@ models:
 	if traceURL != "" {
 		y += "telemetry: {trace_url: '" + traceURL + "'}\n"
 	}
+	return newPagesFrom(t, y)
+}
+
+// newPagesFrom is newPages for a config of the caller's.
+func newPagesFrom(t *testing.T, y string) *pagesFixture {
+	t.Helper()
 	cfg, err := config.Parse([]byte(y), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -293,5 +300,55 @@ func TestPagesEscapeAttackerText(t *testing.T) {
 	(&admin.Server{Config: func() *config.Config { return f.cfg }, Engine: f.eng, Telemetry: f.tel}).Handler().ServeHTTP(rec, req)
 	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'sha256-") || strings.Contains(csp, "unsafe-inline") {
 		t.Errorf("CSP %q", csp)
+	}
+}
+
+// TestOncallDemotedTile: early warning's fourth state. A demoted channel
+// whose breaker is closed has a blue "demoted" tile saying until when and
+// why, its chip in the chains table too, and /admin/breakers carries the
+// evidence; after the cooldown the tile is green again, on probation.
+func TestOncallDemotedTile(t *testing.T) {
+	f := newPagesFrom(t, `
+region: eu-west-1
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "http://127.0.0.1:1/v1", region: r-a, early_warning: {enabled: true, min_samples: 2, for: 0s}}
+  - {id: b, base_url: "http://127.0.0.1:2/v1", region: r-b}
+models:
+  - name: gpt
+    chain:
+      - {channel: a, upstream_model: x, price: {input: 1, output: 1}}
+      - {channel: b, upstream_model: y, price: {input: 2, output: 2}}
+`)
+	d := f.eng.Warning(f.cfg.Channel("a"))
+	for range 2 { // count breaker of 3, fraction 0.5: two errors are evidence
+		var h earlywarning.Hop
+		d.Begin(&h, false)
+		h.End(earlywarning.Failure)
+	}
+	var p earlywarning.Plan
+	earlywarning.Order(&p, []earlywarning.Member{{Detector: d, Closed: true}, {Closed: true}})
+	if len(p.Moves) != 1 {
+		t.Fatalf("a was not demoted: %+v", p)
+	}
+	_, body := f.get(t, "/admin")
+	for _, want := range []string{
+		`<a class="tile demoted" href="/admin/traces?channel=a" title="kept traces through a" data-channel="a" data-state="demoted">`,
+		`last in its chains until 09:32:00 UTC (in 120s)`,
+		`error_rate: 2 errors in 2 hops over the last 30s`,
+		`<span class="chip demoted" title="demoted by early warning">a</span>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/admin lacks %s", want)
+		}
+	}
+	_, js := f.get(t, "/admin/breakers")
+	if !strings.Contains(js, `"early_warning": {`) || !strings.Contains(js, `"state": "demoted"`) {
+		t.Errorf("/admin/breakers lacks a's early warning:\n%s", js)
+	}
+	f.clock.Advance(2 * time.Minute)
+	_, body = f.get(t, "/admin")
+	if !strings.Contains(body, `data-channel="a" data-state="closed"`) || !strings.Contains(body, "on probation until 09:34:00 UTC (in 120s)") {
+		t.Errorf("after the cooldown the tile must be closed, on probation:\n%s", body)
 	}
 }

@@ -210,6 +210,13 @@ var channels = []struct{ id, region string }{{"cheap-eu", "eu-west-1"}, {"mid-us
 
 func newIncident(t *testing.T, traceURL string) *incident {
 	t.Helper()
+	return newIncidentWith(t, traceURL, "")
+}
+
+// newIncidentWith is newIncident with extra lines for the policy block
+// (two-space indented YAML), e.g. an early_warning.
+func newIncidentWith(t *testing.T, traceURL, policy string) *incident {
+	t.Helper()
 	in := &incident{clock: clockwork.NewFakeClockAt(start), ups: map[string]*upstream.Server{}}
 	urls := map[string]string{}
 	for _, ch := range channels {
@@ -219,24 +226,24 @@ func newIncident(t *testing.T, traceURL string) *incident {
 		in.ups[ch.id], urls[ch.id] = u, srv.URL+"/v1"
 	}
 	y := fmt.Sprintf(`
-listen: %s
-admin_listen: %s
+listen: %[1]s
+admin_listen: %[2]s
 region: eu-west-1
 auth: {mode: none}
 policy:
   breaker: {mode: count, window: 5m, failures: 3, cooldown: 60s}
   header_timeout: 20s
-channels:
-  - {id: cheap-eu, base_url: %q, region: eu-west-1}
-  - {id: mid-us, base_url: %q, region: us-east-1}
-  - {id: premium-eu, base_url: %q, region: eu-west-1}
+%[7]schannels:
+  - {id: cheap-eu, base_url: %[3]q, region: eu-west-1}
+  - {id: mid-us, base_url: %[4]q, region: us-east-1}
+  - {id: premium-eu, base_url: %[5]q, region: eu-west-1}
 models:
-  - name: %s
+  - name: %[6]s
     chain:
       - {channel: premium-eu, upstream_model: %[6]s, price: {input: 2.50, output: 10.00}}
       - {channel: cheap-eu, upstream_model: %[6]s, price: {input: 0.15, output: 0.60}}
       - {channel: mid-us, upstream_model: %[6]s, price: {input: 0.30, output: 1.20}}
-`, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), urls["cheap-eu"], urls["mid-us"], urls["premium-eu"], model)
+`, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), urls["cheap-eu"], urls["mid-us"], urls["premium-eu"], model, policy)
 	if traceURL != "" {
 		y += "telemetry: {trace_url: '" + traceURL + "'}\n"
 	}

@@ -10,11 +10,12 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// Tile colours as the stylesheet sets them (--ok, --half, --bad).
+// Tile colours as the stylesheet sets them (--ok, --half, --bad, --demoted).
 const (
 	green  = "rgb(46, 158, 68)"
 	yellow = "rgb(224, 176, 0)"
 	red    = "rgb(217, 54, 54)"
+	blue   = "rgb(37, 99, 235)"
 )
 
 type css = chromedp.CSS
@@ -95,6 +96,55 @@ func TestOncallTilesDuringIncident(t *testing.T) {
 	}
 	if rate := get(t, b, "error rate", chromedp.Text(css(`.chart[data-channel="cheap-eu"] .rate`))); rate == "no hops" {
 		t.Errorf("cheap-eu's error-rate chart saw no hops")
+	}
+	b.noConsoleErrors(t)
+}
+
+// TestOncallDemotedTile: early warning's fourth state in a real browser.
+// Two errors in four hops demote cheap-eu while its breaker stays closed
+// (two failures of three): its tile turns blue and says until when and
+// why, and the reordered request's trace shows the demotion event.
+func TestOncallDemotedTile(t *testing.T) {
+	in := newIncidentWith(t, "", "  early_warning: {enabled: true, min_samples: 4, for: 0s}\n")
+	b := newBrowser(t)
+	in.fault(t, "cheap-eu", "503-times=2")
+	for _, want := range []string{"cheap-eu:503 -> mid-us:ok", "cheap-eu:503 -> mid-us:ok", "cheap-eu:ok", "cheap-eu:ok"} {
+		in.clock.Advance(time.Second) // verdicts are reused for 250 ms
+		in.expectPath(t, false, want)
+	}
+	in.clock.Advance(time.Second)
+	in.expectPath(t, true, "cheap-eu:demoted -> mid-us:ok")
+
+	b.do(t, "load /admin", chromedp.Navigate(in.admin+"/admin"), chromedp.WaitVisible(css(`.tile.demoted`)))
+	if c := tileColour(t, b, "cheap-eu"); c != blue {
+		t.Fatalf("demoted: cheap-eu tile %s, want blue %s", c, blue)
+	}
+	until := get(t, b, "demotion end", chromedp.Text(css(`.tile[data-channel="cheap-eu"] .tile-demoted`)))
+	if want := "last in its chains until " + in.clock.Now().Add(2*time.Minute).UTC().Format("15:04:05"); !strings.Contains(until, want) {
+		t.Errorf("tile says %q, want %q", until, want)
+	}
+	if c := tileColour(t, b, "mid-us"); c != green {
+		t.Errorf("mid-us tile %s, want green", c)
+	}
+	b.screenshot(t, "admin-demoted")
+
+	b.do(t, "click the blue tile", chromedp.Click(css(`.tile[data-channel="cheap-eu"]`)), chromedp.WaitVisible(css(`table.traces a.trace-link`)))
+	if first := get(t, b, "newest trace", chromedp.Text(css(`table.traces td.path`))); first != "cheap-eu:demoted → mid-us:ok" {
+		t.Fatalf("the tile's newest trace has path %q", first)
+	}
+	b.do(t, "open the trace", chromedp.Click(css(`table.traces a.trace-link`)), chromedp.WaitVisible(css(`.waterfall`)))
+	events := eval[[]string](t, b, `Array.from(document.querySelectorAll('.event')).map(e => e.textContent)`)
+	found := false
+	for _, e := range events {
+		found = found || strings.Contains(e, "early warning demotion") && strings.Contains(e, "hopgate.early_warning.reason=error_rate")
+	}
+	if !found {
+		t.Errorf("the trace's events %q lack the demotion with its reason", events)
+	}
+	in.clock.Advance(2 * time.Minute)
+	b.do(t, "reload /admin", chromedp.Navigate(in.admin+"/admin"), chromedp.WaitVisible(css(`.tile[data-channel="cheap-eu"]`)))
+	if c := tileColour(t, b, "cheap-eu"); c != green {
+		t.Errorf("after the cooldown: cheap-eu tile %s, want green (on probation)", c)
 	}
 	b.noConsoleErrors(t)
 }

@@ -44,6 +44,20 @@ func (c *Config) WriteChains(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	warned := false
+	for _, ch := range c.Channels {
+		if !ch.EarlyWarning.Enabled {
+			continue
+		}
+		if !warned {
+			fmt.Fprintf(tw, "\nearly warning (demote, never skip):\n")
+			warned = true
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", ch.ID, ch.EarlyWarning)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 
 	for _, m := range c.Models {
 		fmt.Fprintf(tw, "\nmodel %s\n", m.Name)
@@ -95,6 +109,16 @@ func (b Breaker) String() string {
 			dur(b.Window), strconv.FormatFloat(b.Threshold, 'f', -1, 64), b.MinRequests, dur(b.Cooldown))
 	}
 	return fmt.Sprintf("count window=%s failures=%d cooldown=%s", dur(b.Window), b.Failures, dur(b.Cooldown))
+}
+
+// String renders an early-warning policy for `hopgate check`.
+func (e EarlyWarning) String() string {
+	if !e.Enabled {
+		return "off"
+	}
+	return fmt.Sprintf("baseline=%s window=%s latency_multiple=%s for=%s error_fraction=%s min_samples=%d cooldown=%s probation=%s",
+		dur(e.Baseline), dur(e.Window), strconv.FormatFloat(e.LatencyMultiple, 'f', -1, 64), dur(e.For),
+		strconv.FormatFloat(e.ErrorFraction, 'f', -1, 64), e.MinSamples, dur(e.Cooldown), dur(e.Probation))
 }
 
 // dur prints durations in the units the design uses: whole minutes from 5m

@@ -691,3 +691,91 @@ func TestPagesKeys(t *testing.T) {
 		t.Fatalf("set: %+v %+v", c.Telemetry, c.Status)
 	}
 }
+
+// early_warning resolves like breaker: built-in defaults, then the global
+// policy, then the channel, key by key; it is off unless enabled.
+func TestEarlyWarningResolution(t *testing.T) {
+	def := DefaultEarlyWarning()
+	with := func(f func(*EarlyWarning)) EarlyWarning { e := def; f(&e); return e }
+	tests := []struct {
+		name, why       string
+		policy, channel string // flow mappings; "" for none
+		want            EarlyWarning
+	}{
+		{"off by default", "early warning is opt-in (DESIGN.md §12)", "", "", def},
+		{"global enables every channel", "policy.early_warning is the default of channels[].early_warning",
+			"{early_warning: {enabled: true, cooldown: 5m}}", "",
+			with(func(e *EarlyWarning) { e.Enabled, e.Cooldown = true, 5*time.Minute })},
+		{"channel beats policy key by key", "the most specific level wins; other keys stay",
+			"{early_warning: {enabled: true, window: 1m, latency_multiple: 4}}", "{enabled: false, min_samples: 50}",
+			with(func(e *EarlyWarning) { e.Window, e.LatencyMultiple, e.MinSamples = time.Minute, 4, 50 })},
+		{"every key", "each key reaches the resolved policy",
+			"", "{enabled: true, baseline: 20m, window: 45s, latency_multiple: 2.5, for: 0s, error_fraction: 0.3, min_samples: 7, cooldown: 90s, probation: 0s}",
+			EarlyWarning{Enabled: true, Baseline: 20 * time.Minute, Window: 45 * time.Second, LatencyMultiple: 2.5,
+				ErrorFraction: 0.3, MinSamples: 7, Cooldown: 90 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			y := "auth: {mode: none}\nchannels:\n  - id: a\n    base_url: http://h\n"
+			if tt.channel != "" {
+				y += "    early_warning: " + tt.channel + "\n"
+			}
+			y += "models:\n  - {name: m, chain: [{channel: a}]}\n"
+			if tt.policy != "" {
+				y += "policy: " + tt.policy + "\n"
+			}
+			if got := mustParse(t, y, env()).Channel("a").EarlyWarning; got != tt.want {
+				t.Errorf("%s\ngot  %+v\nwant %+v", tt.why, got, tt.want)
+			}
+		})
+	}
+}
+
+// Early-warning mistakes are reported at their line like any other.
+func TestEarlyWarningErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml cfgString
+		line int
+		sub  string
+	}{
+		{"unknown key", skeleton(", early_warning: {enabeld: true}", "", ""), 3, `unknown key "enabeld" in early_warning of channel "a"`},
+		{"multiple of 1 demotes everything", skeleton(", early_warning: {latency_multiple: 1}", "", ""), 3,
+			`latency_multiple in early_warning of channel "a" must be in (1, 100], not 1`},
+		{"error fraction above 1", skeleton("", "", "policy: {early_warning: {error_fraction: 1.5}}\n"), 7,
+			`error_fraction in early_warning in policy must be in (0, 1], not 1.5`},
+		{"zero cooldown", skeleton(", early_warning: {cooldown: 0s}", "", ""), 3, `cooldown in early_warning of channel "a" must be greater than 0`},
+		{"window too long", skeleton(", early_warning: {window: 2h}", "", ""), 3, `window in early_warning of channel "a" must be at most 60m`},
+		{"baseline shorter than twice the window", skeleton(", early_warning: {window: 1m, baseline: 90s}", "", ""), 3,
+			`early_warning of channel "a": baseline (90s) must be at least twice the window (60s)`},
+		{"global baseline too short", skeleton("", "", "policy:\n  early_warning:\n    baseline: 30s\n"), 9,
+			`early_warning in policy: baseline (30s) must be at least twice the window (30s)`},
+		{"not in a model policy", skeleton("", "", "    policy: {early_warning: {enabled: true}}\n"), 7,
+			`policy of model "m": early_warning is per channel; set it in policy or channels[].early_warning`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml), env())
+			if err == nil {
+				t.Fatalf("no error for\n%s", tt.yaml)
+			}
+			l := errorList(t, err)
+			if len(l) != 1 || l[0].Line != tt.line || !strings.Contains(l[0].Msg, tt.sub) {
+				t.Fatalf("got %v\nwant one error at line %d containing %q", l, tt.line, tt.sub)
+			}
+		})
+	}
+}
+
+// `hopgate check` lists the channels with early warning on, and only them.
+func TestEarlyWarningInCheck(t *testing.T) {
+	c := mustParse(t, string(skeleton(", early_warning: {enabled: true}", "", "")), env())
+	var b strings.Builder
+	if err := c.WriteChains(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "early warning (demote, never skip):\n  a  baseline=10m window=30s latency_multiple=3 for=40s error_fraction=0.5 min_samples=5 cooldown=120s probation=120s\n"
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("check output lacks %q:\n%s", want, b.String())
+	}
+}

@@ -300,6 +300,10 @@ const (
 	MaxBreakerWindow      = time.Hour
 	// The trace ring allocates one slot per trace up front.
 	MaxTraceRingTraces = 1_000_000
+	// Early warning: its ring's memory is bounded whatever the durations;
+	// these bound what can mean anything at all.
+	MaxEarlyWarningDuration   = time.Hour
+	MaxEarlyWarningMinSamples = 100_000
 )
 
 // countMax is count with an upper bound.

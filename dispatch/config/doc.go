@@ -131,6 +131,7 @@
 //	                                     (not governed) non-empty; content of the message reply
 //	retries                  0           (not governed) global only; int ≥ 0; default of channels[].retries
 //	breaker                  see below   mode rate      global only; default of channels[].breaker
+//	early_warning            see below   (not governed) global only; default of channels[].early_warning
 //
 // breaker (policy.breaker and channels[].breaker):
 //
@@ -141,6 +142,28 @@
 //	cooldown       60s             60s            > 0; open time before the half-open trial
 //	threshold      0.25            0.25           in (0, 1]; rate: error rate that opens
 //	min_requests   10              10             int in [1, 1e6]; rate: requests needed before judging
+//
+// early_warning (policy.early_warning and channels[].early_warning; DESIGN.md
+// §12, docs/early-warning.md for how the defaults were chosen):
+//
+//	key               default   notes
+//	enabled           false     opt-in: demote a channel (move it to the end of its chains, never
+//	                            skip it) whose latency or error rate turns bad before its breaker opens
+//	baseline          10m       [2s, 1h]; history the baseline median (header latency, time to
+//	                            first token) is taken over, the window excluded; at least 2 × window
+//	window            30s       [1s, 1h]; the short window judged against the baseline
+//	latency_multiple  3         in (1, 100]; a sample above this × the baseline median is slow; the
+//	                            window is bad when more than half its samples (slow hops still in
+//	                            flight included) are slow
+//	for               40s       [0, 1h]; how long the evidence must last before a demotion
+//	error_fraction    0.5       in (0, 1]; of the breaker's threshold: rate breaker, an error rate
+//	                            above fraction × threshold; count breaker, fraction × failures
+//	                            (rounded up) errors in the window
+//	min_samples       5         int in [1, 1e5]; samples in the window (and in the baseline) before
+//	                            any judgement
+//	cooldown          2m        (0, 1h]; how long a demotion lasts
+//	probation         2m        [0, 1h]; afterwards: fresh evidence demotes again at once, for twice
+//	                            the previous cooldown (at most 8 ×)
 //
 // channels[]:
 //
@@ -155,6 +178,7 @@
 //	prefill       bool          default false; the upstream can continue an assistant prefix
 //	retries       int ≥ 0       default policy.retries; same-channel retries
 //	breaker       mapping       overrides policy.breaker key by key for this channel
+//	early_warning mapping       overrides policy.early_warning key by key for this channel
 //
 // models[]:
 //
@@ -166,7 +190,7 @@
 //	    upstream_model  string    default: the model's name
 //	    price           mapping   {input, output}: USD per 1M tokens, each ≥ 0, default 0
 //	    prefill         bool      default: the channel's prefill
-//	policy            mapping     per-model policy (no breaker, no retries)
+//	policy            mapping     per-model policy (no breaker, early_warning or retries)
 //	operations        list        default [chat]; chat, completions, embeddings, images,
 //	                              audio_speech, audio_transcriptions, responses
 //	fallback_models   list        default []; other existing models, not itself (opt-in
@@ -202,5 +226,7 @@
 // channels[].breaker. The final mode picks the default window (count 5m,
 // rate 60s); a window set explicitly at either level wins whatever the
 // mode. Model policies cannot set breakers: breaker state is per process
-// and per channel, shared by every model that routes through it.
+// and per channel, shared by every model that routes through it. The same
+// holds for early_warning: built-in defaults < policy.early_warning <
+// channels[].early_warning, key by key.
 package config

@@ -63,10 +63,24 @@ type rawBreaker struct {
 	minRequests val[int]
 }
 
+type rawEarlyWarning struct {
+	node            *yaml.Node
+	enabled         val[bool]
+	baseline        val[time.Duration]
+	window          val[time.Duration]
+	latencyMultiple val[float64]
+	forDur          val[time.Duration]
+	errorFraction   val[float64]
+	minSamples      val[int]
+	cooldown        val[time.Duration]
+	probation       val[time.Duration]
+}
+
 type rawPolicy struct {
 	profile           val[string]
-	breaker           rawBreaker // global only
-	retries           val[int]   // global only
+	breaker           rawBreaker      // global only
+	earlyWarning      rawEarlyWarning // global only
+	retries           val[int]        // global only
 	retryAfterMax     val[time.Duration]
 	headerTimeout     val[time.Duration]
 	gateTimeout       val[time.Duration]
@@ -91,6 +105,7 @@ type rawChannel struct {
 	prefill    val[bool]
 	retries    val[int]
 	breaker    rawBreaker
+	early      rawEarlyWarning
 }
 
 type rawModel struct {
@@ -255,9 +270,54 @@ func (p *parser) breaker(n *yaml.Node, ctx string) rawBreaker {
 	return b
 }
 
+// earlyWarning reads an early_warning block (policy.early_warning and
+// channels[].early_warning).
+func (p *parser) earlyWarning(n *yaml.Node, ctx string) rawEarlyWarning {
+	e := rawEarlyWarning{node: deref(n)}
+	bounded := func(v *yaml.Node, key string, lo time.Duration, positive bool) val[time.Duration] {
+		d := p.duration(v, in(key, ctx), positive)
+		switch {
+		case d.set && d.v > MaxEarlyWarningDuration:
+			p.errorf(d.node, "%s must be at most %s, not %s", in(key, ctx), dur(MaxEarlyWarningDuration), d.node.Value)
+			return val[time.Duration]{}
+		case d.set && d.v < lo:
+			p.errorf(d.node, "%s must be at least %s, not %s", in(key, ctx), dur(lo), d.node.Value)
+			return val[time.Duration]{}
+		}
+		return d
+	}
+	p.mapping(n, ctx, fields{
+		"enabled":  func(_, v *yaml.Node) { e.enabled = p.boolean(v, in("enabled", ctx)) },
+		"baseline": func(_, v *yaml.Node) { e.baseline = bounded(v, "baseline", 2*time.Second, true) },
+		"window":   func(_, v *yaml.Node) { e.window = bounded(v, "window", time.Second, true) },
+		"latency_multiple": func(_, v *yaml.Node) {
+			e.latencyMultiple = p.number(v, in("latency_multiple", ctx))
+			if m := e.latencyMultiple; m.set && (m.v <= 1 || m.v > 100) {
+				p.errorf(m.node, "%s must be in (1, 100], not %v", in("latency_multiple", ctx), m.v)
+				e.latencyMultiple = val[float64]{}
+			}
+		},
+		"for": func(_, v *yaml.Node) { e.forDur = bounded(v, "for", 0, false) },
+		"error_fraction": func(_, v *yaml.Node) {
+			e.errorFraction = p.number(v, in("error_fraction", ctx))
+			if f := e.errorFraction; f.set && (f.v <= 0 || f.v > 1) {
+				p.errorf(f.node, "%s must be in (0, 1], not %v", in("error_fraction", ctx), f.v)
+				e.errorFraction = val[float64]{}
+			}
+		},
+		"min_samples": func(_, v *yaml.Node) {
+			e.minSamples = p.countMax(v, in("min_samples", ctx), 1, MaxEarlyWarningMinSamples)
+		},
+		"cooldown":  func(_, v *yaml.Node) { e.cooldown = bounded(v, "cooldown", 0, true) },
+		"probation": func(_, v *yaml.Node) { e.probation = bounded(v, "probation", 0, false) },
+	})
+	return e
+}
+
 // policy reads a policy block. The global block (global=true) also accepts
-// breaker and retries; a model block does not, because both belong to a
-// channel: breaker state is per process and channel, shared by every model.
+// breaker, early_warning and retries; a model block does not, because they
+// belong to a channel: breaker and early-warning state is per process and
+// channel, shared by every model.
 func (p *parser) policy(n *yaml.Node, ctx string, global bool) rawPolicy {
 	var r rawPolicy
 	fs := fields{
@@ -298,10 +358,14 @@ func (p *parser) policy(n *yaml.Node, ctx string, global bool) rawPolicy {
 	}
 	if global {
 		fs["breaker"] = func(_, v *yaml.Node) { r.breaker = p.breaker(v, in("breaker", ctx)) }
+		fs["early_warning"] = func(_, v *yaml.Node) { r.earlyWarning = p.earlyWarning(v, in("early_warning", ctx)) }
 		fs["retries"] = func(_, v *yaml.Node) { r.retries = p.count(v, in("retries", ctx), 0) }
 	} else {
 		fs["breaker"] = func(k, _ *yaml.Node) {
 			p.errorf(k, "%s: breaker is per channel; set it in policy or channels[].breaker", ctx)
+		}
+		fs["early_warning"] = func(k, _ *yaml.Node) {
+			p.errorf(k, "%s: early_warning is per channel; set it in policy or channels[].early_warning", ctx)
 		}
 		fs["retries"] = func(k, _ *yaml.Node) {
 			p.errorf(k, "%s: retries is per channel; set it in policy or channels[].retries", ctx)
@@ -329,6 +393,9 @@ func (p *parser) channel(n *yaml.Node) *rawChannel {
 		"prefill":     func(_, v *yaml.Node) { c.prefill = p.boolean(v, in("prefill", ctx)) },
 		"retries":     func(_, v *yaml.Node) { c.retries = p.count(v, in("retries", ctx), 0) },
 		"breaker":     func(_, v *yaml.Node) { c.breaker = p.breaker(v, "breaker of "+ctx) },
+		"early_warning": func(_, v *yaml.Node) {
+			c.early = p.earlyWarning(v, "early_warning of "+ctx)
+		},
 	})
 	if !ok || isNull(c.node) {
 		if ok {

@@ -77,6 +77,46 @@ func DefaultBreaker(mode string) Breaker {
 	return b
 }
 
+// Built-in early-warning defaults, chosen from the replay report
+// (docs/early-warning.md); off unless enabled.
+const (
+	DefaultEarlyWarningBaseline      = 10 * time.Minute
+	DefaultEarlyWarningWindow        = 30 * time.Second
+	DefaultEarlyWarningMultiple      = 3.0
+	DefaultEarlyWarningFor           = 40 * time.Second
+	DefaultEarlyWarningErrorFraction = 0.5
+	DefaultEarlyWarningMinSamples    = 5
+	DefaultEarlyWarningCooldown      = 2 * time.Minute
+	DefaultEarlyWarningProbation     = 2 * time.Minute
+)
+
+// DefaultEarlyWarning returns the built-in early-warning policy: every
+// field filled, disabled.
+func DefaultEarlyWarning() EarlyWarning {
+	return EarlyWarning{
+		Baseline:        DefaultEarlyWarningBaseline,
+		Window:          DefaultEarlyWarningWindow,
+		LatencyMultiple: DefaultEarlyWarningMultiple,
+		For:             DefaultEarlyWarningFor,
+		ErrorFraction:   DefaultEarlyWarningErrorFraction,
+		MinSamples:      DefaultEarlyWarningMinSamples,
+		Cooldown:        DefaultEarlyWarningCooldown,
+		Probation:       DefaultEarlyWarningProbation,
+	}
+}
+
+func (r *rawEarlyWarning) apply(e *EarlyWarning) {
+	set(&e.Enabled, r.enabled)
+	set(&e.Baseline, r.baseline)
+	set(&e.Window, r.window)
+	set(&e.LatencyMultiple, r.latencyMultiple)
+	set(&e.For, r.forDur)
+	set(&e.ErrorFraction, r.errorFraction)
+	set(&e.MinSamples, r.minSamples)
+	set(&e.Cooldown, r.cooldown)
+	set(&e.Probation, r.probation)
+}
+
 // profileBreakerMode is the breaker mode a global profile implies.
 func profileBreakerMode(profile string) string {
 	if profile == ProfileChat {
@@ -146,6 +186,13 @@ func (p *parser) resolve(f *rawFile) *Config {
 	}
 
 	globalProfile := f.policy.profile.or(ProfileDefault)
+	if g, re := DefaultEarlyWarning(), f.policy.earlyWarning; re.baseline.set || re.window.set {
+		re.apply(&g)
+		if g.Baseline < 2*g.Window {
+			p.errorf(re.baseline.line(re.window.node), "early_warning in policy: baseline (%s) must be at least twice the window (%s)",
+				dur(g.Baseline), dur(g.Window))
+		}
+	}
 	p.resolveChannels(c, f, globalProfile)
 
 	base := DefaultPolicy(globalProfile)
@@ -269,6 +316,15 @@ func (p *parser) resolveChannels(c *Config, f *rawFile, globalProfile string) {
 		ch.Breaker = DefaultBreaker(mode)
 		f.policy.breaker.apply(&ch.Breaker)
 		rc.breaker.apply(&ch.Breaker)
+		ch.EarlyWarning = DefaultEarlyWarning()
+		f.policy.earlyWarning.apply(&ch.EarlyWarning)
+		rc.early.apply(&ch.EarlyWarning)
+		if ew, re := ch.EarlyWarning, rc.early; ew.Baseline < 2*ew.Window && (re.baseline.set || re.window.set) {
+			// The baseline is what is left once the window is taken out:
+			// it must be at least as long as the window.
+			p.errorf(re.baseline.line(re.window.node), "early_warning of %s: baseline (%s) must be at least twice the window (%s)",
+				ctx, dur(ew.Baseline), dur(ew.Window))
+		}
 
 		c.channels[ch.ID] = ch
 		c.Channels = append(c.Channels, ch)

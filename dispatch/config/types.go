@@ -128,7 +128,10 @@ type Channel struct {
 	Prefill bool
 	Retries int     // same-channel retries, from policy unless set on the channel
 	Breaker Breaker // resolved breaker policy of this channel
-	Line    int     // line of the channel in the config file
+	// EarlyWarning is the resolved early-warning policy of this channel
+	// (DESIGN.md §12); off unless enabled.
+	EarlyWarning EarlyWarning
+	Line         int // line of the channel in the config file
 }
 
 // Breaker is a resolved breaker policy (DESIGN.md §2 L1).
@@ -139,6 +142,34 @@ type Breaker struct {
 	Cooldown    time.Duration // open duration before the half-open trial (60s)
 	Threshold   float64       // rate: error rate that opens (0.25)
 	MinRequests int           // rate: minimum requests in the window (10)
+}
+
+// EarlyWarning is a resolved early-warning policy (DESIGN.md §12): demote
+// the channel — move it to the end of its chains, never skip it — when
+// its latency turns bad against its own baseline or its error rate nears
+// the breaker's threshold.
+type EarlyWarning struct {
+	Enabled bool
+	// Baseline is the history the baseline median is taken over; Window
+	// the short window judged against it.
+	Baseline time.Duration
+	Window   time.Duration
+	// LatencyMultiple: a sample above LatencyMultiple × the baseline median
+	// is slow; the window is bad when more than half its samples are.
+	LatencyMultiple float64
+	// For is how long the evidence must last before a demotion.
+	For time.Duration
+	// ErrorFraction of the breaker's threshold: rate breakers, an error
+	// rate above ErrorFraction × threshold; count breakers, at least
+	// ErrorFraction × failures (rounded up) errors in the window.
+	ErrorFraction float64
+	// MinSamples in the window (and in the baseline) before any judgement.
+	MinSamples int
+	// Cooldown is how long a demotion lasts, Probation how long the
+	// channel then stays on probation (fresh evidence demotes it again at
+	// once, for twice as long).
+	Cooldown  time.Duration
+	Probation time.Duration
 }
 
 // Model is a public model name and its chain.

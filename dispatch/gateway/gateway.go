@@ -17,6 +17,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/api"
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/earlywarning"
 	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/dispatch/status"
 	"github.com/hopgate/hopgate/dispatch/wallet"
@@ -121,9 +122,10 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		maxStreams = overload.DefaultStreams(budget.Limit())
 	}
 	adm := overload.NewAdmission(maxInFlight, maxStreams)
+	warnings := earlywarning.NewSet(earlywarning.WithClock(clock), earlywarning.WithOnTransition(g.onWarning))
 	g.engine = dispatch.New(dispatch.Options{
 		Budget: budget,
-		Clock:  clock, Transport: o.Transport, Breakers: breakers,
+		Clock:  clock, Transport: o.Transport, Breakers: breakers, Warnings: warnings,
 		Telemetry: g.tel, Logger: g.log, Version: o.Version,
 		MaxFrame: o.MaxFrame, MaxHeld: o.MaxHeld, MaxResponseBody: o.MaxResponseBody,
 		Providers: o.Providers,
@@ -150,6 +152,9 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	g.api.SetStatus(g.status)
 	g.tel.Metrics.ObserveBreakers(func() []telemetry.BreakerObservation {
 		return g.engine.BreakerObservations(g.api.Config())
+	})
+	g.tel.Metrics.ObserveEarlyWarning(func() []telemetry.EarlyWarningObservation {
+		return g.engine.WarningObservations(g.api.Config())
 	})
 	g.admin = &admin.Server{Config: g.api.Config, Engine: g.engine, Telemetry: g.tel, Admission: adm}
 	g.startWallet(ctx, clock)
@@ -215,6 +220,28 @@ func (g *Gateway) onTransition(t breaker.Transition) {
 		attrs = append(attrs, slog.Time("reopen_at", t.ReopenAt))
 	}
 	g.log.Warn("breaker transition", attrs...)
+}
+
+// onWarning feeds early-warning state changes to metrics and the log: a
+// demotion is a warning with its evidence, the way back is information.
+func (g *Gateway) onWarning(t earlywarning.Transition) {
+	region := ""
+	if g.api != nil {
+		if ch := g.api.Config().Channel(t.Name); ch != nil {
+			region = ch.Region
+		}
+	}
+	attrs := []any{slog.String("channel", t.Name), slog.String("from", t.From.String()),
+		slog.String("to", t.To.String()), slog.String("reason", t.Reason)}
+	if !t.Until.IsZero() {
+		attrs = append(attrs, slog.Time("until", t.Until))
+	}
+	if t.To == earlywarning.Demoted {
+		g.tel.Metrics.EarlyWarningDemotion(context.Background(), t.Name, region, t.Reason)
+		g.log.Warn("early warning: channel demoted to the end of its chains", append(attrs, slog.String("evidence", t.Detail))...)
+		return
+	}
+	g.log.Info("early warning transition", attrs...)
 }
 
 // Addr is the main listener's address; AdminAddr the admin listener's.

@@ -170,6 +170,8 @@
 //	                      first tool (a request without tools is a 400), input in several
 //	                      input_json_delta pieces, stop_reason tool_use
 //	frame-delay=20ms      per-model Options.FrameDelay
+//	header-delay=2s       wait 2 s (Clock) before answering anything, the fault included:
+//	                      a provider queueing requests (header latency, "2s then 503")
 //	once, times=2         the fault hits only the first 1 or 2 attempts, then healthy;
 //	                      also written as a suffix: 503-once, 503-times=2, cut=40-once
 //	stop=REASON           finish_reason (openai, azure: stop, length, tool_calls, content_filter,
@@ -233,6 +235,7 @@ Options:
   tokens=50            answer length (default 8; 2*cut with cut)
   tool-calls           stream tool_calls deltas (Anthropic: a tool_use block) instead of content
   frame-delay=20ms     delay between frames for this model
+  header-delay=2s      wait before answering anything (the fault's answer too)
   once | times=2       fault only the first 1 or 2 attempts (also 503-once, 503-times=2)
   stop=REASON          finish_reason (openai, azure) or stop_reason (anthropic, bedrock, vertex)
   error=TYPE           type of the in-stream error: overloaded_error, throttlingException, ...

@@ -9,7 +9,8 @@ import (
 )
 
 // Kind is the single fault a model name asks for. KindNone is a healthy
-// upstream; options (tokens, tool-calls, frame-delay) apply to every kind.
+// upstream; options (tokens, tool-calls, frame-delay, header-delay) apply
+// to every kind.
 type Kind int
 
 // The fault kinds, one per grammar word (see the package doc).
@@ -102,9 +103,12 @@ type Fault struct {
 	Tokens     int           // answer length; DefaultTokens, or 2*Cut for cut when unset
 	ToolCalls  bool          // stream tool_calls deltas (tool_use blocks) instead of content
 	FrameDelay time.Duration // per-model override of Options.FrameDelay; 0 = server default
-	Stop       string        // "stop=R": the finish_reason / stop_reason R instead of the natural one
-	ErrorType  string        // "error=T": the error type of an in-stream error (the dialect's default when "")
-	CacheWrite bool          // "cache-write": cache_control tokens are written, not read (Anthropic usage)
+	// HeaderDelay is waited (on Clock) before anything is answered, the
+	// fault's own answer included: a provider queueing requests.
+	HeaderDelay time.Duration
+	Stop        string // "stop=R": the finish_reason / stop_reason R instead of the natural one
+	ErrorType   string // "error=T": the error type of an in-stream error (the dialect's default when "")
+	CacheWrite  bool   // "cache-write": cache_control tokens are written, not read (Anthropic usage)
 
 	tokensSet bool
 }
@@ -235,6 +239,15 @@ func (f *Fault) apply(word string) (isFault bool, err error) {
 			return false, err
 		}
 		f.FrameDelay, err = parseDuration(value)
+		return false, err
+	case "header-delay":
+		if err := needValue(); err != nil {
+			return false, err
+		}
+		if f.HeaderDelay > 0 {
+			return false, errors.New("header-delay given twice")
+		}
+		f.HeaderDelay, err = parseDuration(value)
 		return false, err
 	case "stop":
 		if err := needValue(); err != nil {
@@ -429,6 +442,9 @@ func (f Fault) String() string {
 	}
 	if f.FrameDelay > 0 {
 		fmt.Fprintf(&b, "|frame-delay=%s", f.FrameDelay)
+	}
+	if f.HeaderDelay > 0 {
+		fmt.Fprintf(&b, "|header-delay=%s", f.HeaderDelay)
 	}
 	if f.Stop != "" {
 		b.WriteString("|stop=" + f.Stop)

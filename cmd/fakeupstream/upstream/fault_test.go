@@ -33,6 +33,8 @@ func TestParseFault(t *testing.T) {
 		{"slow first token", "m|slow-first-token=5s", Fault{Model: "m", Kind: KindSlowFirstToken, Duration: 5 * time.Second, Tokens: 8}},
 		{"stall with delay", "m|stall=10s|frame-delay=20ms", Fault{Model: "m", Kind: KindStall, Duration: 10 * time.Second, FrameDelay: 20 * time.Millisecond, Tokens: 8}},
 		{"context length", "m|context-length", Fault{Model: "m", Kind: KindContextLength, Tokens: 8}},
+		// A queueing provider: late headers, combined with any fault.
+		{"header delay", "m|503|header-delay=2s", Fault{Model: "m", Kind: KindStatus, Status: 503, HeaderDelay: 2 * time.Second, Tokens: 8}},
 		{"endless", "m|endless-frame", Fault{Model: "m", Kind: KindEndlessFrame, Tokens: 8}},
 	}
 	for _, tt := range tests {
@@ -60,6 +62,7 @@ func TestParseFaultRejects(t *testing.T) {
 		"m|tokens=0", "m|tokens=-1", "m|tokens=+3", "m|tokens=3|tokens=4", "m|tokens=40|cut=40",
 		"m|cut", "m|cut=-1", "m|stall", "m|stall=0s", "m|stall=10", "m|flap=30s/30s",
 		"m|flap=1m/30s", "m|reset=1", "m|tool-calls=1", "m|503-once|once", "m|slow-first-token=48h",
+		"m|header-delay", "m|header-delay=0s", "m|header-delay=1s|header-delay=2s",
 	} {
 		if f, err := ParseFault(model); !errors.Is(err, ErrFault) {
 			t.Errorf("ParseFault(%q) = %+v, %v; want ErrFault", model, f, err)

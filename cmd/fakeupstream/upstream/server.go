@@ -397,6 +397,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.FrameDelay > 0 {
 		ex.delay = f.FrameDelay
 	}
+	if f.HeaderDelay > 0 && ex.wait(f.HeaderDelay) != nil {
+		return // the client left while the request queued
+	}
 	if ex.preFault(a.firstSeen) {
 		return
 	}

@@ -241,6 +241,34 @@ func TestSlowFirstToken(t *testing.T) {
 	}
 }
 
+// header-delay: nothing at all, not even headers, until the injected clock
+// passes the delay; then the fault (here a 503) as usual.
+func TestHeaderDelay(t *testing.T) {
+	fx := newFixture(t, Options{})
+	got := make(chan int, 1)
+	go func() {
+		resp, err := fx.post(t.Context(), "/v1/chat/completions", chatBody("m|503|header-delay=3s", false))
+		if err != nil {
+			got <- -1
+			return
+		}
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	if err := fx.clock.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		t.Fatalf("answered %d before the clock moved", s)
+	default:
+	}
+	fx.clock.Advance(3 * time.Second)
+	if s := <-got; s != http.StatusServiceUnavailable {
+		t.Fatalf("status %d after the delay, want 503", s)
+	}
+}
+
 // stall: half the tokens, silence until the clock moves, then the rest.
 func TestStall(t *testing.T) {
 	fx := newFixture(t, Options{})
