@@ -54,12 +54,13 @@ func TestCheckReportsEveryMistake(t *testing.T) {
 // cheapest first, and never the credential.
 func TestCheckPrintsChains(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-must-not-be-printed")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-must-not-be-printed")
 	var out, errb bytes.Buffer
 	if code := run([]string{"check", "--config", "../../testdata/config/canonical.yaml"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	s := out.String()
-	if !strings.Contains(s, "gpt-4o-mini") || strings.Contains(s, "sk-must-not-be-printed") {
+	if !strings.Contains(s, "gpt-4o-mini") || strings.Contains(s, "sk-must-not-be-printed") || strings.Contains(s, "sk-ant-must-not-be-printed") {
 		t.Fatalf("output:\n%s", s)
 	}
 	// Equal prices keep file order: backup-us is listed first in the chain.
@@ -71,6 +72,7 @@ func TestCheckPrintsChains(t *testing.T) {
 // TestCheckMissingEnv: a missing credential variable is a start-up error
 // that names it, never a silent empty key.
 func TestCheckMissingEnv(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test")
 	t.Setenv("OPENAI_API_KEY", "")
 	os.Unsetenv("OPENAI_API_KEY")
 	var out, errb bytes.Buffer

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hopgate/hopgate/internal/money"
 )
 
 const repoTestdata = "../../testdata/config"
@@ -47,7 +49,7 @@ func TestCanonicalFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := mustParse(t, string(data), env("OPENAI_API_KEY", "sk-test"))
+	c := mustParse(t, string(data), env("OPENAI_API_KEY", "sk-test", "ANTHROPIC_API_KEY", "sk-ant-test"))
 
 	if c.Listen != "127.0.0.1:8080" || c.AdminListen != "127.0.0.1:9090" || c.Region != "eu-west-1" {
 		t.Errorf("listeners/region = %q %q %q", c.Listen, c.AdminListen, c.Region)
@@ -56,10 +58,11 @@ func TestCanonicalFile(t *testing.T) {
 		t.Errorf("MaxBodyBytes = %d, want 10485760", c.MaxBodyBytes)
 	}
 	if want := (Telemetry{HealthySampleRatio: 1, FailoverLogSize: 200, Path: true, TrustInboundTrace: true,
+		TraceURL:        "http://127.0.0.1:16686/trace/{trace_id}",
 		TraceRingTraces: 2000, TraceRingBytes: 16 << 20}); c.Telemetry != want || !c.Status.Enabled {
 		t.Errorf("Telemetry = %+v, want %+v", c.Telemetry, want)
 	}
-	if c.Auth.Mode != AuthKeys || len(c.Auth.Keys) != 1 || c.Auth.Keys[0].ID != "team-a" ||
+	if c.Auth.Mode != AuthKeys || len(c.Auth.Keys) != 1 || c.Auth.Keys[0].ID != "team-a" || c.Auth.Keys[0].Tenant != "acme" ||
 		fmt.Sprintf("%x", c.Auth.Keys[0].SHA256) != "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" {
 		t.Errorf("Auth = %+v", c.Auth)
 	}
@@ -67,16 +70,24 @@ func TestCanonicalFile(t *testing.T) {
 		t.Errorf("Admin.BearerToken = %q, want empty", c.Admin.BearerToken)
 	}
 
-	eu, us := c.Channel("openai-eu"), c.Channel("backup-us")
-	if eu == nil || us == nil || len(c.Channels) != 2 || c.Channels[0] != eu || c.Channels[1] != us {
+	if st := c.Store; !st.Enabled || st.Driver != StoreSQLite || st.Path != "hopgate.db" || st.DSNEnv != "" {
+		t.Errorf("Store = %+v, want SQLite at hopgate.db", st)
+	}
+
+	eu, us, cl := c.Channel("openai-eu"), c.Channel("backup-us"), c.Channel("claude-direct")
+	if eu == nil || us == nil || cl == nil || len(c.Channels) != 3 || c.Channels[0] != eu || c.Channels[1] != us || c.Channels[2] != cl {
 		t.Fatalf("channels not indexed in file order: %+v", c.Channels)
 	}
 	if eu.APIKey != "sk-test" || eu.APIKeyEnv != "OPENAI_API_KEY" || eu.BaseURL != "https://api.openai.com/v1" ||
-		eu.Provider != ProviderOpenAI || eu.Region != "eu-west-1" || eu.Prefill || eu.Line != 21 {
+		eu.Provider != ProviderOpenAI || eu.Region != "eu-west-1" || eu.Prefill || eu.Line != 25 {
 		t.Errorf("openai-eu = %+v", eu)
 	}
-	if us.APIKey != "" || us.APIKeyEnv != "" || !us.Prefill || us.BaseURL != "http://127.0.0.1:8401/v1" || us.Line != 26 {
+	if us.APIKey != "" || us.APIKeyEnv != "" || !us.Prefill || us.BaseURL != "http://127.0.0.1:8401/v1" || us.Line != 30 {
 		t.Errorf("backup-us = %+v", us)
+	}
+	if cl.Provider != ProviderAnthropic || cl.APIKey != "sk-ant-test" || cl.BaseURL != "https://api.anthropic.com" ||
+		cl.Region != "us-east-1" || cl.Line != 35 {
+		t.Errorf("claude-direct = %+v", cl)
 	}
 	for _, ch := range c.Channels {
 		if ch.Breaker != DefaultBreaker(BreakerCount) || ch.Retries != 0 {
@@ -85,7 +96,7 @@ func TestCanonicalFile(t *testing.T) {
 	}
 
 	m := c.Model("gpt-4o-mini")
-	if m == nil || len(c.Models) != 1 || m.Line != 32 {
+	if m == nil || len(c.Models) != 1 || m.Line != 41 {
 		t.Fatalf("model = %+v", m)
 	}
 	if len(m.Chain) != 2 || m.Chain[0].Channel != us || m.Chain[1].Channel != eu {
@@ -93,6 +104,9 @@ func TestCanonicalFile(t *testing.T) {
 	}
 	if e := m.Chain[0]; e.UpstreamModel != "gpt-4o-mini" || e.Price != (Price{0.15, 0.60}) || !e.Prefill {
 		t.Errorf("entry 0 = %+v", e)
+	}
+	if m.ListPrice != (money.Price{Input: 300_000, Output: 1_200_000}) {
+		t.Errorf("list price = %+v, want 0.30/1.20 in micro-units", m.ListPrice)
 	}
 	if m.Chain[1].Prefill {
 		t.Errorf("entry 1 inherits prefill=false from openai-eu")
@@ -641,12 +655,16 @@ func TestErrorListSortedAndComplete(t *testing.T) {
 // plain error, not an ErrorList.
 func TestLoad(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-from-env")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
 	c, err := Load(filepath.Join(repoTestdata, "canonical.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Channel("openai-eu").APIKey != "sk-from-env" {
 		t.Error("Load must read credentials with os.LookupEnv")
+	}
+	if want := filepath.Join(repoTestdata, "hopgate.db"); c.Store.Path != want {
+		t.Errorf("store path %q: Load resolves it next to the config (%s)", c.Store.Path, want)
 	}
 	_, err = Load(filepath.Join(t.TempDir(), "missing.yaml"))
 	var l ErrorList
