@@ -47,7 +47,9 @@ models:
 	}
 	tel := telemetry.Noop()
 	srv := api.New(cfg, dispatch.New(dispatch.Options{Telemetry: tel}), tel, slog.New(slog.DiscardHandler))
-	clock := clockwork.NewFakeClock()
+	// At the start of a minute: the page counts per minute, and a clock at
+	// the wall time (NewFakeClock) could cross a minute in the Advance below.
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	st := status.New(status.Options{Config: srv.Config, Clock: clock})
 	srv.SetStatus(st)
 	srvGW := httptest.NewServer(srv.Handler())
