@@ -579,9 +579,11 @@ func KeyIs(raw []byte, escaped bool, want string, fold bool) bool {
 
 const hexDigits = "0123456789abcdef"
 
-// AppendQuote appends s as a JSON string literal. Invalid UTF-8 becomes
-// U+FFFD and U+2028/U+2029 are escaped, as encoding/json does.
-func AppendQuote(dst []byte, s string) []byte {
+// AppendQuote appends s as a JSON string literal. Like the providers it
+// leaves <, > and & literal; invalid UTF-8 becomes U+FFFD, so the output is
+// valid JSON whatever the input, and U+2028/U+2029 are escaped, as
+// encoding/json does (they break JavaScript consumers that eval lines).
+func AppendQuote[S ~string | ~[]byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -608,7 +610,7 @@ func AppendQuote(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := decodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
@@ -627,6 +629,14 @@ func AppendQuote(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// decodeRune is utf8.DecodeRune for a string or a byte slice, without
+// converting (and copying) the rest of s: a rune is at most 4 bytes.
+func decodeRune[S ~string | ~[]byte](s S) (rune, int) {
+	var buf [utf8.UTFMax]byte
+	n := copy(buf[:], s[:min(len(s), utf8.UTFMax)])
+	return utf8.DecodeRune(buf[:n])
 }
 
 // skip returns the index just after the value at b[i], which is known to be

@@ -111,7 +111,7 @@ func FuzzValid(f *testing.F) {
 }
 
 // Unquote must decode exactly like encoding/json, including broken surrogates
-// and invalid UTF-8; AppendQuote must round-trip.
+// and invalid UTF-8; AppendQuote must round-trip, from a string or []byte.
 func FuzzUnquote(f *testing.F) {
 	for _, s := range []string{`a`, `\n\t\"`, `\ud83d\ude00`, `\ud83d`, `\ud83d\u0041`, "\xff", `\u2028`, `é`} {
 		f.Add(s)
@@ -137,6 +137,9 @@ func FuzzUnquote(f *testing.F) {
 		_ = json.Unmarshal(want, &want2)
 		if back != want2 {
 			t.Fatalf("round trip %q -> %q, want %q", s, back, want2)
+		}
+		if b := AppendQuote(nil, []byte(s)); string(b) != string(q) {
+			t.Fatalf("AppendQuote of a string and of []byte differ: %s vs %s", q, b)
 		}
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/hopgate/hopgate/internal/jsonscan"
 )
 
 // ToMessagesOptions says what the Anthropic-family target needs.
@@ -663,4 +665,4 @@ func convertResponseFormat(v json.RawMessage, out *anRequest) *Error {
 	}
 }
 
-func strconvQuote(s string) string { return string(appendString(nil, s)) }
+func strconvQuote(s string) string { return string(jsonscan.AppendQuote(nil, s)) }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 
 	"github.com/hopgate/hopgate/internal/gate"
+
+	"github.com/hopgate/hopgate/internal/jsonscan"
 )
 
 // ChatStreamOptions configure a MessagesToChatStream.
@@ -275,11 +277,11 @@ func (s *MessagesToChatStream) start(dst []byte) []byte {
 func (s *MessagesToChatStream) chunk(dst []byte) []byte {
 	if s.head == nil {
 		h := append([]byte(nil), `data: {"id":`...)
-		h = appendString(h, s.id)
+		h = jsonscan.AppendQuote(h, s.id)
 		h = append(h, `,"object":"chat.completion.chunk","created":`...)
 		h = appendInt(h, s.opt.Created)
 		h = append(h, `,"model":`...)
-		h = appendString(h, s.model)
+		h = jsonscan.AppendQuote(h, s.model)
 		h = append(h, `,"choices":[`...)
 		s.head = h
 	}
@@ -291,7 +293,7 @@ func (s *MessagesToChatStream) appendText(dst []byte, key, text string) []byte {
 	dst = append(dst, `{"index":0,"delta":{"`...)
 	dst = append(dst, key...)
 	dst = append(dst, `":`...)
-	dst = appendString(dst, text)
+	dst = jsonscan.AppendQuote(dst, text)
 	return append(dst, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 }
 
@@ -300,11 +302,11 @@ func (s *MessagesToChatStream) appendToolStart(dst []byte, index int, id, name, 
 	dst = append(dst, `{"index":0,"delta":{"tool_calls":[{"index":`...)
 	dst = appendInt(dst, int64(index))
 	dst = append(dst, `,"id":`...)
-	dst = appendString(dst, id)
+	dst = jsonscan.AppendQuote(dst, id)
 	dst = append(dst, `,"type":"function","function":{"name":`...)
-	dst = appendString(dst, name)
+	dst = jsonscan.AppendQuote(dst, name)
 	dst = append(dst, `,"arguments":`...)
-	dst = appendString(dst, args)
+	dst = jsonscan.AppendQuote(dst, args)
 	return append(dst, `}}]},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 }
 
@@ -313,7 +315,7 @@ func (s *MessagesToChatStream) appendToolArgs(dst []byte, index int, args string
 	dst = append(dst, `{"index":0,"delta":{"tool_calls":[{"index":`...)
 	dst = appendInt(dst, int64(index))
 	dst = append(dst, `,"function":{"arguments":`...)
-	dst = appendString(dst, args)
+	dst = jsonscan.AppendQuote(dst, args)
 	return append(dst, `}}]},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 }
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/hopgate/hopgate/internal/gate"
 	"github.com/hopgate/hopgate/internal/sse"
+
+	"github.com/hopgate/hopgate/internal/jsonscan"
 )
 
 // ChatToMessagesStream transcodes one OpenAI chat.completion.chunk stream
@@ -114,9 +116,9 @@ func (s *ChatToMessagesStream) Event(dst []byte, name string, data []byte) ([]by
 				dst = append(dst, `{"type":"content_block_start","index":`...)
 				dst = appendInt(dst, int64(block))
 				dst = append(dst, `,"content_block":{"type":"tool_use","id":`...)
-				dst = appendString(dst, id)
+				dst = jsonscan.AppendQuote(dst, id)
 				dst = append(dst, `,"name":`...)
-				dst = appendString(dst, tc.Function.Name)
+				dst = jsonscan.AppendQuote(dst, tc.Function.Name)
 				dst = append(dst, `,"input":{}}}`+"\n\n"...)
 			}
 			if a := tc.Function.Arguments; a != "" {
@@ -168,9 +170,9 @@ func (s *ChatToMessagesStream) start(dst []byte, id, model string) []byte {
 	s.started = true
 	dst = appendEventHead(dst, "message_start")
 	dst = append(dst, `{"type":"message_start","message":{"id":`...)
-	dst = appendString(dst, id)
+	dst = jsonscan.AppendQuote(dst, id)
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
-	dst = appendString(dst, model)
+	dst = jsonscan.AppendQuote(dst, model)
 	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
 	dst = appendAnUsage(dst, s.usage)
 	return append(dst, "}}\n\n"...)
@@ -239,6 +241,6 @@ func appendDelta(dst []byte, index int, head, text string) []byte {
 	dst = appendInt(dst, int64(index))
 	dst = append(dst, `,"delta":`...)
 	dst = append(dst, head...)
-	dst = appendString(dst, text)
+	dst = jsonscan.AppendQuote(dst, text)
 	return append(dst, "}}\n\n"...)
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/hopgate/hopgate/internal/jsonscan"
 )
 
 // errBody reads every error body shape met upstream: Anthropic
@@ -218,19 +220,19 @@ func chatErrorType(data []byte) string {
 
 func appendChatErrorJSON(dst []byte, typ, code, msg string) []byte {
 	dst = append(dst, `{"error":{"message":`...)
-	dst = appendString(dst, msg)
+	dst = jsonscan.AppendQuote(dst, msg)
 	dst = append(dst, `,"type":`...)
-	dst = appendString(dst, typ)
+	dst = jsonscan.AppendQuote(dst, typ)
 	dst = append(dst, `,"code":`...)
-	dst = appendString(dst, code)
+	dst = jsonscan.AppendQuote(dst, code)
 	return append(dst, `,"param":null}}`...)
 }
 
 func appendMessagesErrorJSON(dst []byte, anType, msg string) []byte {
 	dst = append(dst, `{"type":"error","error":{"type":`...)
-	dst = appendString(dst, anType)
+	dst = jsonscan.AppendQuote(dst, anType)
 	dst = append(dst, `,"message":`...)
-	dst = appendString(dst, msg)
+	dst = jsonscan.AppendQuote(dst, msg)
 	return append(dst, "}}"...)
 }
 
