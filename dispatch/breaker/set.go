@@ -1,54 +1,20 @@
 package breaker
 
-import (
-	"slices"
-	"strings"
-	"sync"
-)
+import "github.com/hopgate/hopgate/internal/keyed"
 
 // Set is the process-wide registry of breakers keyed by channel id.
-type Set struct {
-	opts []Option
-
-	mu sync.RWMutex
-	m  map[string]*Breaker
-}
+type Set struct{ s *keyed.Set[Policy, *Breaker] }
 
 // NewSet returns an empty Set; opts apply to every breaker it creates.
 func NewSet(opts ...Option) *Set {
-	return &Set{opts: opts, m: make(map[string]*Breaker)}
+	return &Set{keyed.New(func(name string, p Policy) *Breaker { return New(name, p, opts...) })}
 }
 
 // Get returns the breaker of channel name, creating it on first use. If the
 // existing breaker's policy differs from p (after defaults), it is replaced by
 // a fresh closed one: a config reload starts that channel over. Otherwise its
 // state is kept.
-func (s *Set) Get(name string, p Policy) *Breaker {
-	p = p.WithDefaults()
-	s.mu.RLock()
-	b := s.m[name]
-	s.mu.RUnlock()
-	if b != nil && b.policy == p {
-		return b
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b = s.m[name]; b != nil && b.policy == p {
-		return b // another goroutine created it meanwhile
-	}
-	b = New(name, p, s.opts...)
-	s.m[name] = b
-	return b
-}
+func (s *Set) Get(name string, p Policy) *Breaker { return s.s.Get(name, p.WithDefaults()) }
 
 // All returns the breakers sorted by name.
-func (s *Set) All() []*Breaker {
-	s.mu.RLock()
-	out := make([]*Breaker, 0, len(s.m))
-	for _, b := range s.m {
-		out = append(out, b)
-	}
-	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *Breaker) int { return strings.Compare(a.name, b.name) })
-	return out
-}
+func (s *Set) All() []*Breaker { return s.s.All() }
