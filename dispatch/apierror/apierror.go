@@ -58,6 +58,12 @@ func (e *Error) JSON(requestID string) []byte {
 
 // Write sends the error as the whole response.
 func Write(w http.ResponseWriter, requestID string, e *Error) {
+	e.write(w, e.JSON(requestID))
+}
+
+// write sends body with e's status, Retry-After (rounded up to whole
+// seconds) and the headers every error reply carries.
+func (e *Error) write(w http.ResponseWriter, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
@@ -66,9 +72,7 @@ func Write(w http.ResponseWriter, requestID string, e *Error) {
 		h.Set("Retry-After", strconv.Itoa(secs))
 	}
 	w.WriteHeader(e.Status)
-	b := e.JSON(requestID)
-	b = append(b, '\n')
-	_, _ = w.Write(b)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // StreamFrame renders the error as one SSE frame, the in-band form used once a
@@ -183,13 +187,5 @@ func (e *Error) AnthropicJSON(requestID string) []byte {
 // WriteAnthropic sends the error as the whole response in Anthropic's
 // shape (POST /v1/messages), with the same status and Retry-After as Write.
 func WriteAnthropic(w http.ResponseWriter, requestID string, e *Error) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	if e.RetryAfter > 0 {
-		secs := int((e.RetryAfter + time.Second - 1) / time.Second)
-		h.Set("Retry-After", strconv.Itoa(secs))
-	}
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(append(e.AnthropicJSON(requestID), '\n'))
+	e.write(w, e.AnthropicJSON(requestID))
 }
