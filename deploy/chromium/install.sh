@@ -10,7 +10,7 @@
 # build cannot work on a machine that reaches package registries only.
 set -euo pipefail
 
-log() { printf '%s\n' "$*" >&2; }
+. "$(dirname "$0")/../lib/debian.sh"
 
 find_bin() {
 	local b
@@ -28,23 +28,9 @@ if bin=$(find_bin); then
 	exit 0
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-	if command -v sudo >/dev/null 2>&1; then
-		SUDO=sudo
-	else
-		log "chromium missing and not root (no sudo): install the Debian package 'chromium' by hand"
-		exit 1
-	fi
-else
-	SUDO=
-fi
-
-log "installing Debian package 'chromium'"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >&2
 # fonts-liberation: the pages use the system sans-serif; without any font
-# package screenshots render tofu boxes.
-$SUDO apt-get install -y -qq --no-install-recommends chromium fonts-liberation >&2
+# package screenshots render tofu boxes. Chromium ships no service.
+apt_install chromium chromium fonts-liberation
 
 if ! bin=$(find_bin); then
 	log "chromium still missing after installing the Debian package"

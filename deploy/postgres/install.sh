@@ -9,12 +9,11 @@
 # Tests never use a system cluster: internal/testkit/pgtest runs initdb in a
 # temporary directory and starts its own server on a loopback port. Debian's
 # package creates a cluster and would start it as a service on :5432, so we
-# install with a policy-rc.d that forbids service starts (honoured by
-# invoke-rc.d and deb-systemd-invoke), and stop any cluster an init system
-# started anyway.
+# install with a policy-rc.d that forbids service starts, and stop any
+# cluster an init system started anyway (deploy/lib/debian.sh).
 set -euo pipefail
 
-log() { printf '%s\n' "$*" >&2; }
+. "$(dirname "$0")/../lib/debian.sh"
 
 # bindir prints the newest directory holding initdb, pg_ctl and postgres:
 # Debian's /usr/lib/postgresql/<major>/bin, else the one of initdb on PATH.
@@ -41,45 +40,8 @@ if dir="$(bindir)"; then
 	exit 0
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-	if command -v sudo >/dev/null 2>&1; then
-		SUDO=sudo
-	else
-		log "initdb/pg_ctl missing and not root (no sudo): install the 'postgresql' package by hand"
-		exit 1
-	fi
-else
-	SUDO=
-fi
-
-log "installing Debian package 'postgresql' (initdb, pg_ctl, postgres)"
-
-# Forbid service starts during the install; keep an existing policy-rc.d.
-policy=/usr/sbin/policy-rc.d
-created_policy=0
-if [ ! -e "$policy" ]; then
-	$SUDO sh -c "printf '#!/bin/sh\nexit 101\n' > $policy && chmod 0755 $policy"
-	created_policy=1
-fi
-cleanup() {
-	if [ "$created_policy" = 1 ]; then
-		$SUDO rm -f "$policy"
-	fi
-}
-trap cleanup EXIT
-
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >&2
-$SUDO apt-get install -y -qq --no-install-recommends postgresql >&2
-
-# Belt and braces: if an init system started the service regardless, stop
-# it and keep it from starting at boot. Errors are expected where there is
-# no init system (containers) and are ignored.
-if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-	$SUDO systemctl disable --now postgresql.service >/dev/null 2>&1 || true
-elif command -v service >/dev/null 2>&1; then
-	$SUDO service postgresql stop >/dev/null 2>&1 || true
-fi
+apt_install "initdb/pg_ctl" postgresql
+stop_service postgresql
 if command -v pg_lsclusters >/dev/null 2>&1; then
 	# Clusters of the package (not the tests' own, which pg_lsclusters does
 	# not know): stop any that is online.
