@@ -441,20 +441,27 @@ func requestsPanel() *timeseries.PanelBuilder {
 }
 
 func costPanel() *timeseries.PanelBuilder {
-	expr := fmt.Sprintf("sum by (%s) (rate(%s{%s}[%s])) * 3600", telemetry.LabelChannel, telemetry.MetricCost, mAll, rateWindow)
+	return usdPerHour(idCost, "Spend per channel (USD/hour)", grid(12, 48, 12, 8),
+		"Price × usage per channel, as an hourly rate. Chains are ordered cheapest first, so spend shifting "+
+			"from the usual first channel to a backup is the failover premium: what the incident costs while failover hides it. "+
+			"Answers: how much is the incident costing, and is it worth forcing traffic back (or paging the provider)?",
+		telemetry.MetricCost).
+		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)).
+		FillOpacity(30)
+}
+
+// usdPerHour charts a per-channel money counter as an hourly rate.
+func usdPerHour(id uint32, title string, pos dashboard.GridPos, desc, metric string) *timeseries.PanelBuilder {
+	expr := fmt.Sprintf("sum by (%s) (rate(%s{%s}[%s])) * 3600", telemetry.LabelChannel, metric, mAll, rateWindow)
 	return timeseries.NewPanelBuilder().
-		Id(idCost).
-		Title("Spend per channel (USD/hour)").
-		Description("Price × usage per channel, as an hourly rate. Chains are ordered cheapest first, so spend shifting " +
-			"from the usual first channel to a backup is the failover premium: what the incident costs while failover hides it. " +
-			"Answers: how much is the incident costing, and is it worth forcing traffic back (or paging the provider)?").
-		GridPos(grid(12, 48, 12, 8)).
+		Id(id).
+		Title(title).
+		Description(desc).
+		GridPos(pos).
 		Datasource(promDS).
 		WithTarget(query("A", expr, "{{"+telemetry.LabelChannel+"}}")).
 		Unit("currencyUSD").
 		Min(0).
-		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)).
-		FillOpacity(30).
 		Legend(legendTable()).
 		Tooltip(tooltipAll())
 }
@@ -472,20 +479,11 @@ func earlyRequestsPanel() *timeseries.PanelBuilder {
 }
 
 func earlyPremiumPanel() *timeseries.PanelBuilder {
-	expr := fmt.Sprintf("sum by (%s) (rate(%s{%s}[%s])) * 3600", telemetry.LabelChannel, telemetry.MetricEarlyWarningPremium, mAll, rateWindow)
-	return timeseries.NewPanelBuilder().
-		Id(idEarlyPremium).
-		Title("Early warning: premium of demotions (USD/hour)").
-		Description("What requests served by a pricier channel because the legend's channel was demoted cost above that channel's price, as an hourly rate. " +
-			"A demotion that no breaker opening follows (a blue band alone on the timeline) is a false alarm, and this is its price; " +
-			"docs/early-warning.md shows what the defaults cost and save in replayed incidents.").
-		GridPos(grid(12, 56, 12, 8)).
-		Datasource(promDS).
-		WithTarget(query("A", expr, "{{"+telemetry.LabelChannel+"}}")).
-		Unit("currencyUSD").
-		Min(0).
-		Legend(legendTable()).
-		Tooltip(tooltipAll())
+	return usdPerHour(idEarlyPremium, "Early warning: premium of demotions (USD/hour)", grid(12, 56, 12, 8),
+		"What requests served by a pricier channel because the legend's channel was demoted cost above that channel's price, as an hourly rate. "+
+			"A demotion that no breaker opening follows (a blue band alone on the timeline) is a false alarm, and this is its price; "+
+			"docs/early-warning.md shows what the defaults cost and save in replayed incidents.",
+		telemetry.MetricEarlyWarningPremium)
 }
 
 func rateTimeseries(id uint32, title string, pos dashboard.GridPos, desc string, targets ...cog.Builder[variants.Dataquery]) *timeseries.PanelBuilder {
