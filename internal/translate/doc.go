@@ -34,5 +34,9 @@
 // from the caller, and what to do with a classification is the request
 // path's decision. Encoding uses encoding/json for requests and bodies; the
 // stream transcoders write their frames by hand to keep per-event cost low
-// (see the benchmarks).
+// (see the benchmarks), and Anthropic's content_block_delta events — most
+// of any stream — are read by hand too (stream_fast.go: 265 ns and no
+// allocation per text delta against 1.7 µs and 11 allocations through
+// encoding/json; every other shape takes the encoding/json path, and
+// FuzzFastDelta holds the two to the same output).
 package translate

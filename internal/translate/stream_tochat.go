@@ -35,6 +35,8 @@ type MessagesToChatStream struct {
 	tools    int // tool calls so far: the next OpenAI tool index
 	usage    anUsage
 	ev       anEvent // reused decode target
+	scratch  []byte  // unescaped text of the fast path's last delta
+	slow     bool    // tests: never take the fast path
 }
 
 type blockKind uint8
@@ -99,6 +101,15 @@ func NewMessagesToChatStream(opt ChatStreamOptions) *MessagesToChatStream {
 // OpenAI error frame (Info.Kind Error): before commit the caller discards
 // it with the hop; after commit it is the client's in-band error.
 func (s *MessagesToChatStream) Event(dst []byte, name string, data []byte) ([]byte, gate.Info) {
+	if !s.slow {
+		if d, scratch, ok := readFastDelta(data, s.scratch); ok {
+			s.scratch = scratch
+			if s.done {
+				return dst, gate.Info{Kind: gate.Hold, Model: s.model} // nothing follows [DONE]
+			}
+			return s.delta(dst, d)
+		}
+	}
 	ev := &s.ev
 	*ev = anEvent{}
 	if err := json.Unmarshal(data, ev); err != nil {
@@ -154,13 +165,13 @@ func (s *MessagesToChatStream) Event(dst []byte, name string, data []byte) ([]by
 		case "text":
 			st.kind = blockText
 			if b.Text != "" {
-				dst = s.appendText(dst, "content", b.Text)
+				dst = appendText(s, dst, "content", b.Text)
 				info.Kind, info.Text = gate.Content, []byte(b.Text)
 			}
 		case "thinking":
 			st.kind = blockThinking
 			if b.Thinking != "" {
-				dst = s.appendText(dst, "reasoning_content", b.Thinking)
+				dst = appendText(s, dst, "reasoning_content", b.Thinking)
 				info.Kind = gate.Content
 			}
 		case "tool_use":
@@ -185,19 +196,19 @@ func (s *MessagesToChatStream) Event(dst []byte, name string, data []byte) ([]by
 		case "text_delta":
 			if d.Text != "" && st.kind == blockText {
 				dst = s.start(dst)
-				dst = s.appendText(dst, "content", d.Text)
+				dst = appendText(s, dst, "content", d.Text)
 				info.Kind, info.Text = gate.Content, []byte(d.Text)
 			}
 		case "thinking_delta":
 			if d.Thinking != "" && st.kind == blockThinking {
 				dst = s.start(dst)
-				dst = s.appendText(dst, "reasoning_content", d.Thinking)
+				dst = appendText(s, dst, "reasoning_content", d.Thinking)
 				info.Kind = gate.Content
 			}
 		case "input_json_delta":
 			if d.PartialJSON != "" && st.kind == blockTool {
 				dst = s.start(dst)
-				dst = s.appendToolArgs(dst, st.tool, d.PartialJSON)
+				dst = appendToolArgs(s, dst, st.tool, d.PartialJSON)
 				st.args = true
 				info.Kind, info.ToolCalls = gate.Content, true
 			}
@@ -208,7 +219,7 @@ func (s *MessagesToChatStream) Event(dst []byte, name string, data []byte) ([]by
 			if st := &s.blocks[ev.Index]; st.kind == blockTool && !st.args {
 				// A tool without parameters streams no input: OpenAI
 				// clients parse arguments as JSON, so "" must be "{}".
-				dst = s.appendToolArgs(dst, st.tool, "{}")
+				dst = appendToolArgs(s, dst, st.tool, "{}")
 				st.args = true
 			}
 		}
@@ -288,7 +299,9 @@ func (s *MessagesToChatStream) chunk(dst []byte) []byte {
 	return append(dst, s.head...)
 }
 
-func (s *MessagesToChatStream) appendText(dst []byte, key, text string) []byte {
+// appendText and appendToolArgs are functions, not methods, to take the
+// text as a string (the general path) or as bytes (the fast one) alike.
+func appendText[S ~string | ~[]byte](s *MessagesToChatStream, dst []byte, key string, text S) []byte {
 	dst = s.chunk(dst)
 	dst = append(dst, `{"index":0,"delta":{"`...)
 	dst = append(dst, key...)
@@ -310,7 +323,7 @@ func (s *MessagesToChatStream) appendToolStart(dst []byte, index int, id, name, 
 	return append(dst, `}}]},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 }
 
-func (s *MessagesToChatStream) appendToolArgs(dst []byte, index int, args string) []byte {
+func appendToolArgs[S ~string | ~[]byte](s *MessagesToChatStream, dst []byte, index int, args S) []byte {
 	dst = s.chunk(dst)
 	dst = append(dst, `{"index":0,"delta":{"tool_calls":[{"index":`...)
 	dst = appendInt(dst, int64(index))
