@@ -2,6 +2,7 @@ package translate
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -81,5 +82,62 @@ func TestFastDeltaIsTaken(t *testing.T) {
 	d, _, _ := readFastDelta([]byte(`{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":"a\nb\u00e9"}}`), nil)
 	if d.index != 12 || string(d.typ) != "text_delta" || string(d.text) != "a\nbé" {
 		t.Errorf("read %+v (text %q)", d, d.text)
+	}
+}
+
+// The chunk memo answers exactly as decoding does: two transcoders, one
+// never taking the fast path, fed the same frames.
+func FuzzFastChunk(f *testing.F) {
+	seedFrames(f, "stream_tomessages", "text_usage", "tool_calls", "error_mid_stream", "refusal")
+	const c = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt","choices":[{"index":0,"delta":{"content":%s},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+	for _, frames := range [][]string{
+		{`"Hello"`, `" world"`, `"\u00e9\n"`, `""`, `"again"`},
+		{`"a"`, `"\ud83d"`, "\"\xff\"", `"b"`},
+	} {
+		var raw []byte
+		for _, t := range frames {
+			raw = fmt.Appendf(raw, c, t)
+		}
+		f.Add(raw)
+	}
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}],\"choiceſ\":[{\"index\":0,\"delta\":{\"content\":\"b\"}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c\"}}],\"choiceſ\":[{\"index\":0,\"delta\":{\"content\":\"b\"}}]}\n\n"))
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\",\"Content\":\"x\"}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c\",\"Content\":\"x\"}}]}\n\n"))
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\nevent: x\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"t\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"c\"}}]}\n\ndata: [DONE]\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"d\"}}]}\n\n"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		fast, slow := NewChatToMessagesStream(), NewChatToMessagesStream()
+		slow.slow = true
+		for _, fr := range sseEvents(t, raw) {
+			fo, fi := fast.Event(nil, fr.Event, fr.Data)
+			so, si := slow.Event(nil, fr.Event, fr.Data)
+			if !bytes.Equal(fo, so) {
+				t.Fatalf("event %q %q:\nfast %q\nslow %q", fr.Event, fr.Data, fo, so)
+			}
+			if !sameInfo(fi, si) {
+				t.Fatalf("event %q %q:\nfast %+v\nslow %+v", fr.Event, fr.Data, fi, si)
+			}
+		}
+		fo, fd := fast.End(nil)
+		so, sd := slow.End(nil)
+		if !bytes.Equal(fo, so) || fd != sd {
+			t.Fatalf("End: fast %q %v, slow %q %v", fo, fd, so, sd)
+		}
+	})
+}
+
+// The memo is used: a stream of text chunks is read by sameText after
+// its first (else the benchmark measures decoding, and FuzzFastChunk
+// compares decoding with itself).
+func TestFastChunkIsTaken(t *testing.T) {
+	s := NewChatToMessagesStream()
+	chunk := func(text string) []byte {
+		return fmt.Appendf(nil, `{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt","choices":[{"index":0,"delta":{"content":%q},"logprobs":null,"finish_reason":null}]}`, text)
+	}
+	s.Event(nil, "", chunk("first"))
+	if got, ok := s.sameText("", chunk("sec\"ond")); !ok || string(got) != "sec\"ond" {
+		t.Fatalf("sameText = %q, %v", got, ok)
 	}
 }

@@ -1,8 +1,10 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/hopgate/hopgate/internal/gate"
 	"github.com/hopgate/hopgate/internal/sse"
@@ -27,6 +29,11 @@ type ChatToMessagesStream struct {
 	tools    []toolRef // OpenAI tool index → Anthropic block
 	usage    anUsage
 	chunk    chatChunkIn // reused decode target
+
+	// The last chunk whose only effect was text, around its content
+	// literal (see sameText), and the unescaped text of a fast-path chunk.
+	head, tail, scratch []byte
+	slow                bool // tests: never take the fast path
 }
 
 type toolRef struct {
@@ -78,11 +85,15 @@ func (s *ChatToMessagesStream) Event(dst []byte, name string, data []byte) ([]by
 	if s.done {
 		return dst, info // nothing follows message_stop
 	}
+	if text, ok := s.sameText(name, data); ok {
+		return appendTextTo(s, dst, text), info
+	}
 	c := &s.chunk
 	*c = chatChunkIn{}
 	if json.Unmarshal(data, c) != nil {
 		return dst, gate.Info{Kind: gate.Malformed}
 	}
+	defer s.learn(name, data, c)
 	dst = s.start(dst, c.ID, c.Model)
 	if c.Usage != nil {
 		s.usage = c.Usage.toMessages()
@@ -93,10 +104,10 @@ func (s *ChatToMessagesStream) Event(dst []byte, name string, data []byte) ([]by
 			continue // MessagesToChat asks for one choice
 		}
 		if t := ch.Delta.Content; t != nil && *t != "" {
-			dst = s.appendText(dst, *t)
+			dst = appendTextTo(s, dst, *t)
 		}
 		if t := ch.Delta.Refusal; t != nil && *t != "" {
-			dst = s.appendText(dst, *t)
+			dst = appendTextTo(s, dst, *t)
 			s.refused = true
 		}
 		for j := range ch.Delta.ToolCalls {
@@ -178,7 +189,9 @@ func (s *ChatToMessagesStream) start(dst []byte, id, model string) []byte {
 	return append(dst, "}}\n\n"...)
 }
 
-func (s *ChatToMessagesStream) appendText(dst []byte, text string) []byte {
+// appendTextTo is a function, not a method, to take the text as a string
+// or as bytes alike.
+func appendTextTo[S ~string | ~[]byte](s *ChatToMessagesStream, dst []byte, text S) []byte {
 	if s.open < 0 || s.isTool(s.open) {
 		dst = s.closeOpen(dst)
 		s.open = s.next
@@ -235,7 +248,7 @@ func appendEventHead(dst []byte, name string) []byte {
 	return append(dst, "\ndata: "...)
 }
 
-func appendDelta(dst []byte, index int, head, text string) []byte {
+func appendDelta[S ~string | ~[]byte](dst []byte, index int, head string, text S) []byte {
 	dst = appendEventHead(dst, "content_block_delta")
 	dst = append(dst, `{"type":"content_block_delta","index":`...)
 	dst = appendInt(dst, int64(index))
@@ -243,4 +256,107 @@ func appendDelta(dst []byte, index int, head, text string) []byte {
 	dst = append(dst, head...)
 	dst = jsonscan.AppendQuote(dst, text)
 	return append(dst, "}}\n\n"...)
+}
+
+// Most chunks of a stream are the previous text chunk with another text.
+// learn remembers a chunk (decoded as c) whose only effect was text: one
+// choice, index 0, non-empty content, no refusal, tool call, finish or
+// usage; sameText then answers for a frame that is those bytes around
+// another non-empty string literal without decoding it: the JSON outside
+// the literal is the same, so encoding/json would decode the same chunk
+// but for the content. The literal's place is found with jsonscan, and
+// only where encoding/json could not have read another member (a
+// duplicate or case-folded key) instead. FuzzFastChunk holds the two
+// paths to the same output.
+//
+// Measured on BenchmarkChatToMessagesStreamTextDelta (2 cores): decoding
+// costs about 2.7 µs and 13 allocations per text chunk.
+func (s *ChatToMessagesStream) learn(name string, data []byte, c *chatChunkIn) {
+	s.head, s.tail = s.head[:0], s.tail[:0]
+	if s.slow || name != "" || c.Usage != nil || len(c.Choices) != 1 {
+		return
+	}
+	ch := &c.Choices[0]
+	if ch.Index != 0 || ch.Delta.Content == nil || *ch.Delta.Content == "" || ch.Delta.Refusal != nil && *ch.Delta.Refusal != "" ||
+		len(ch.Delta.ToolCalls) != 0 || ch.FinishReason != nil && *ch.FinishReason != "" {
+		return
+	}
+	vs, ve, ok := onlyMember(data, jsonscan.SkipWS(data, 0), "choices")
+	if !ok || data[vs] != '[' {
+		return
+	}
+	arr := jsonscan.ValidElements(data[:ve], vs)
+	es, ee, ok := arr.Next()
+	if !ok {
+		return
+	}
+	if _, _, more := arr.Next(); more || data[es] != '{' {
+		return
+	}
+	ds, _, ok := onlyMember(data[:ee], es, "delta")
+	if !ok || data[ds] != '{' {
+		return
+	}
+	ts, te, ok := onlyMember(data, ds, "content")
+	if !ok || data[ts] != '"' || te-ts < 3 || len(data)-(te-ts) > maxMemo {
+		return
+	}
+	s.head = append(s.head, data[:ts]...)
+	s.tail = append(s.tail, data[te:]...)
+}
+
+// maxMemo bounds the bytes remembered from one chunk.
+const maxMemo = 4 << 10
+
+// sameText reports whether data is the remembered chunk around another
+// non-empty string literal, and returns the literal's text.
+func (s *ChatToMessagesStream) sameText(name string, data []byte) ([]byte, bool) {
+	if len(s.head) == 0 || s.slow || name != "" || len(data) < len(s.head)+len(s.tail)+3 ||
+		!bytes.HasPrefix(data, s.head) || !bytes.HasSuffix(data, s.tail) {
+		return nil, false
+	}
+	ls, le := len(s.head), len(data)-len(s.tail)
+	if end, _ := jsonscan.String(data, ls); end != le {
+		return nil, false
+	}
+	s.scratch = jsonscan.Unquote(s.scratch[:0], data[ls+1:le-1])
+	return s.scratch, true
+}
+
+func ascii(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// onlyMember returns the value span of member name of the valid object at
+// b[at], when it is the only member encoding/json would read as name: one
+// unescaped key spelled exactly so, and no other that folds to it.
+func onlyMember(b []byte, at int, name string) (vs, ve int, ok bool) {
+	obj := jsonscan.ValidMembers(b, at)
+	n := 0
+	for {
+		key, esc, s, e, more := obj.Next()
+		if !more {
+			break
+		}
+		// encoding/json folds case as bytes.EqualFold does: the Kelvin
+		// sign and the long s match k and s. A key that is escaped or
+		// not ASCII could fold to name: not worth the doubt.
+		if esc || !ascii(key) {
+			return 0, 0, false
+		}
+		if !jsonscan.KeyIs(key, false, name, true) {
+			continue
+		}
+		n++
+		if string(key) != name {
+			return 0, 0, false
+		}
+		vs, ve = s, e
+	}
+	return vs, ve, n == 1 && !obj.Err()
 }
