@@ -56,6 +56,26 @@ func classify(err error) error {
 	return err
 }
 
+// staleConn reports whether err says the connection a call used was
+// already dead: the server ended it (57P01 admin_shutdown, 57P02
+// crash_shutdown, an 08 connection exception) or it was found closed. The
+// statement then did not run, or ran in a transaction the server rolled
+// back.
+func staleConn(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return false // a new connection that failed: the server is down
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "57P01" || pgErr.Code == "57P02" || strings.HasPrefix(pgErr.Code, "08")
+	}
+	return pgconn.SafeToRetry(err)
+}
+
 func unavailable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, driver.ErrBadConn) ||

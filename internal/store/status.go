@@ -121,7 +121,7 @@ func (s *Store) StatusDays(ctx context.Context, since time.Time) ([]StatusCount,
 }
 
 func (s *Store) statusQuery(ctx context.Context, query string, since int64) ([]StatusCount, error) {
-	rows, err := s.db.QueryContext(ctx, query, since)
+	rows, err := s.query(ctx, query, since)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,6 +62,8 @@ type Store struct {
 	driver   string
 	currency string
 	now      func() time.Time
+	maxConns int          // the pool's size: how many stale connections a call may meet
+	stale    atomic.Int64 // calls run again after a stale connection (tests)
 }
 
 // Open connects to the database, applies pending migrations and returns
@@ -83,8 +86,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	var err error
 	switch s.driver {
 	case DriverSQLite:
+		s.maxConns = maxConns(cfg, 4)
 		s.db, err = openSQLite(cfg)
 	case DriverPostgres:
+		s.maxConns = maxConns(cfg, 10)
 		s.db, err = openPostgres(cfg)
 	default:
 		err = fmt.Errorf("%w: driver %q (want %q or %q)", ErrInvalid, cfg.Driver, DriverSQLite, DriverPostgres)
@@ -156,7 +161,9 @@ func (s *Store) Close() error { return s.db.Close() }
 
 // Ping checks that the database answers; errors.Is(err, ErrUnavailable)
 // when it does not.
-func (s *Store) Ping(ctx context.Context) error { return classify(s.db.PingContext(ctx)) }
+func (s *Store) Ping(ctx context.Context) error {
+	return classify(s.retryStale(func() error { return s.db.PingContext(ctx) }))
+}
 
 // Driver returns DriverSQLite or DriverPostgres.
 func (s *Store) Driver() string { return s.driver }
@@ -166,16 +173,71 @@ func (s *Store) Currency() string { return s.currency }
 
 // inTx runs fn in one transaction: committed when fn returns nil, rolled
 // back otherwise. Errors come back classified.
+//
+// A transaction that failed on a stale connection before its commit was
+// sent did nothing: it runs again on another connection (see retryStale).
+// One whose commit's answer was lost is not run again: it may have
+// committed.
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return classify(err)
+	for attempt := 0; ; attempt++ {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err == nil {
+			if err = fn(tx); err == nil {
+				return classify(tx.Commit())
+			}
+			tx.Rollback()
+		}
+		if attempt >= s.maxConns || !staleConn(err) {
+			return classify(err)
+		}
+		s.stale.Add(1)
 	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return classify(err)
+}
+
+// retryStale runs call again while it fails on a stale connection, at
+// most once per pooled connection. After PostgreSQL restarts (or fails
+// over), every pooled connection that was in use within the last second
+// fails once with the server's goodbye before database/sql drops it (older
+// ones are pinged first and dropped quietly): without this, a restart
+// costs as many calls an error as the pool has connections. A server that
+// is down fails a fresh connection with a connect error, which is not
+// retried, so an outage is reported at once.
+func (s *Store) retryStale(call func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := call()
+		if err == nil || attempt >= s.maxConns || !staleConn(err) {
+			return err
+		}
+		s.stale.Add(1)
 	}
-	return classify(tx.Commit())
+}
+
+// query is QueryContext, retried on a stale connection: the server's
+// goodbye is read as the query's first answer.
+func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	var rows *sql.Rows
+	err := s.retryStale(func() (err error) {
+		rows, err = s.db.QueryContext(ctx, q, args...)
+		return err
+	})
+	return rows, err
+}
+
+// queryRow is QueryRowContext, retried on a stale connection: a row
+// reports its query's error at Scan, so Scan is where it retries.
+func (s *Store) queryRow(ctx context.Context, q string, args ...any) row {
+	return row{s, ctx, q, args}
+}
+
+type row struct {
+	s    *Store
+	ctx  context.Context
+	q    string
+	args []any
+}
+
+func (r row) Scan(dest ...any) error {
+	return r.s.retryStale(func() error { return r.s.db.QueryRowContext(r.ctx, r.q, r.args...).Scan(dest...) })
 }
 
 // audit writes one audit row inside tx.

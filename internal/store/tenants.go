@@ -95,7 +95,7 @@ func scanTenant(row interface{ Scan(...any) error }) (Tenant, error) {
 
 // Tenant returns one tenant's wallet. ErrNotFound when there is none.
 func (s *Store) Tenant(ctx context.Context, name string) (Tenant, error) {
-	t, err := scanTenant(s.db.QueryRowContext(ctx,
+	t, err := scanTenant(s.queryRow(ctx,
 		`SELECT `+tenantColumns+` FROM tenants WHERE name = $1`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Tenant{}, fmt.Errorf("tenant %q: %w", name, ErrNotFound)
@@ -105,7 +105,7 @@ func (s *Store) Tenant(ctx context.Context, name string) (Tenant, error) {
 
 // Tenants returns every tenant, by name.
 func (s *Store) Tenants(ctx context.Context) ([]Tenant, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
+	rows, err := s.query(ctx, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -220,7 +220,7 @@ func scanKey(row interface{ Scan(...any) error }) (KeyRecord, error) {
 // KeyBySHA256 finds a key, revoked or not, by the hex SHA-256 of its
 // secret. ErrNotFound when no key has it.
 func (s *Store) KeyBySHA256(ctx context.Context, sha256Hex string) (KeyRecord, error) {
-	k, err := scanKey(s.db.QueryRowContext(ctx,
+	k, err := scanKey(s.queryRow(ctx,
 		`SELECT `+keyColumns+` FROM api_keys WHERE sha256 = $1`, strings.ToLower(sha256Hex)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return KeyRecord{}, fmt.Errorf("key: %w", ErrNotFound)
@@ -232,7 +232,7 @@ func (s *Store) KeyBySHA256(ctx context.Context, sha256Hex string) (KeyRecord, e
 // loads periodically, so that a key revoked anywhere stops working on
 // every replica within its refresh period.
 func (s *Store) Keys(ctx context.Context) ([]KeyRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+keyColumns+` FROM api_keys ORDER BY key_id`)
+	rows, err := s.query(ctx, `SELECT `+keyColumns+` FROM api_keys ORDER BY key_id`)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -263,7 +263,7 @@ func validSHA256(h string) bool {
 // Audit returns the newest audit rows first, at most limit (all when limit
 // ≤ 0).
 func (s *Store) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		`SELECT time_us, actor, action, subject, detail FROM audit ORDER BY id DESC LIMIT $1`, sqlLimit(limit))
 	if err != nil {
 		return nil, classify(err)

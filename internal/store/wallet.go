@@ -198,7 +198,7 @@ func (s *Store) settled(ctx context.Context, requestID string) (Settlement, erro
 	if _, err := s.Release(ctx, requestID); err != nil {
 		return Settlement{}, err
 	}
-	e, err := scanLedger(s.db.QueryRowContext(ctx,
+	e, err := scanLedger(s.queryRow(ctx,
 		`SELECT `+ledgerColumns+` FROM ledger WHERE request_id = $1`, requestID))
 	if err != nil {
 		return Settlement{}, classify(err)
@@ -303,7 +303,7 @@ func (s *Store) Ledger(ctx context.Context, tenant string, limit int) ([]LedgerE
 	if _, err := s.Tenant(ctx, tenant); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		`SELECT `+ledgerColumns+` FROM ledger WHERE tenant = $1 ORDER BY id DESC LIMIT $2`, tenant, sqlLimit(limit))
 	if err != nil {
 		return nil, classify(err)
@@ -327,7 +327,7 @@ func (s *Store) Ledger(ctx context.Context, tenant string, limit int) ([]LedgerE
 // tenants that break them.
 func (s *Store) Verify(ctx context.Context) error {
 	var problems []string
-	rows, err := s.db.QueryContext(ctx, `
+	rows, err := s.query(ctx, `
 		SELECT t.name, t.balance_micros, COALESCE(l.total, 0), t.reserved_micros, COALESCE(h.total, 0)
 		FROM tenants t
 		LEFT JOIN (SELECT tenant, CAST(SUM(amount_micros) AS BIGINT) AS total FROM ledger GROUP BY tenant) l
@@ -353,7 +353,7 @@ func (s *Store) Verify(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return classify(err)
 	}
-	rows, err = s.db.QueryContext(ctx, `
+	rows, err = s.query(ctx, `
 		SELECT tenant, id, balance_micros, prev + amount_micros FROM (
 			SELECT tenant, id, amount_micros, balance_micros,
 			       LAG(balance_micros, 1, 0) OVER (PARTITION BY tenant ORDER BY id) AS prev
