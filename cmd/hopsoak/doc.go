@@ -6,6 +6,25 @@
 //
 //	hopsoak -duration 10m -rate 40     (make soak DURATION=10m RATE=40)
 //
+// Under a memory ceiling, as deploy/k8s runs the gateway (GOMEMLIMIT from
+// the 512 MiB container limit), with a raised share of the faults that
+// fill buffers to their bounds:
+//
+//	hopsoak -memory-limit 512MiB -endless-share 0.3   (make soak's defaults)
+//
+// -memory-limit is applied with debug.SetMemoryLimit before the gateway
+// starts, so its buffer budget follows it, and a peak RSS above
+// -rss-ceiling (512 MiB by default under a limit) is a violation. The
+// per-answer bound is the config's (overload.max_response_bytes) unless
+// -max-response-body overrides it; -budget, -gateway-max-in-flight and
+// -gateway-max-streams set the gateway's overload: keys.
+//
+// Requests hopgate sheds (503 engine_overloaded with Retry-After and
+// X-Hopgate-Shed) are a legitimate outcome: counted by reason, each
+// checked for its Retry-After and its trace, and reconciled with
+// hopgate_shed_requests_total; hops failed at the buffer budget are
+// failovers like any other.
+//
 // It checks, per request, what the client saw (every 200 stream complete or
 // ended by an in-band error frame, no request past its deadline), that every
 // failover has a trace whose root span's hopgate.failover.path equals the
