@@ -79,10 +79,14 @@ func (r *Report) Text() string {
 		r.Failovers, r.PathsChecked, r.FailoverLogHits)
 	fmt.Fprintf(&b, "overload: buffer budget %s, peak in use %s; bounds %d in flight, %d streams (peaks %d, %d); hops failed at the budget (buffer_budget in paths): %d\n",
 		mib(r.BudgetLimit), mib(r.PeakBudgetUsed), r.BoundInFlight, r.BoundStreams, r.PeakInFlight, r.PeakStreams, r.BudgetHops)
-	fmt.Fprintf(&b, "memory: limit %s, peak RSS %s, ceiling %s\n", orNone(r.MemoryLimit), mib(r.PeakRSS), orNone(r.RSSCeiling))
+	fmt.Fprintf(&b, "memory: limit %s, peak RSS %s during the traffic (%s with the checks and the drain), ceiling %s; at the highest sample, RSS %s: Go runtime %s (heap objects %s, live at the last GC %s), other %s, file-backed %s; budget in use %s\n",
+		orNone(r.MemoryLimit), mib(r.PeakRSS), mib(r.PeakRSSAll), orNone(r.RSSCeiling), mib(r.AtPeak.RSS), mib(r.AtPeak.GoRuntime),
+		mib(r.AtPeak.HeapObjects), mib(r.AtPeak.HeapLive), mib(r.AtPeak.RSS-r.AtPeak.GoRuntime), mib(r.AtPeak.RSSFile), mib(r.AtPeak.Budget))
+	fmt.Fprintf(&b, "cpu: %v user+system during the traffic, %.2f of %d cores on average; machine load average %.1f at the start, %.1f at the end\n",
+		r.CPU.Round(time.Second), r.CPU.Seconds()/max(r.Duration.Seconds(), 1e-9), r.Cores, r.LoadBefore, r.LoadAfter)
 	fmt.Fprintf(&b, "latency: p50 %v, p99 %v, max %v\n", r.LatencyP50.Round(time.Millisecond), r.LatencyP99.Round(time.Millisecond), r.LatencyMax.Round(time.Millisecond))
 	fmt.Fprintf(&b, "resources: RSS %d MiB before, peak %d MiB, %d MiB after drain; live heap %d MiB before, %d MiB after; peak goroutines %d, leaked %d; fds %d before, %d after; gateway error logs %d\n",
-		r.RSSBefore>>20, r.PeakRSS>>20, r.RSSAfter>>20, r.HeapBefore>>20, r.HeapAfter>>20, r.PeakGoroutines, r.GoroutinesAfter, r.FDsBefore, r.FDsAfter, r.ErrorLogs)
+		r.RSSBefore>>20, r.PeakRSSAll>>20, r.RSSAfter>>20, r.HeapBefore>>20, r.HeapAfter>>20, r.PeakGoroutines, r.GoroutinesAfter, r.FDsBefore, r.FDsAfter, r.ErrorLogs)
 	if len(r.Violations) == 0 {
 		b.WriteString("PASS: no violations\n")
 	} else {

@@ -16,12 +16,14 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel/sdk/trace"
@@ -108,28 +110,43 @@ type Report struct {
 	LatencyP50      time.Duration `json:"latency_p50"`
 	LatencyP99      time.Duration `json:"latency_p99"`
 	LatencyMax      time.Duration `json:"latency_max"`
-	PeakRSS         int64         `json:"peak_rss_bytes"`     // the kernel's high-water mark when it can be reset
-	MemoryLimit     int64         `json:"memory_limit_bytes"` // in force during the run; 0: none
-	RSSCeiling      int64         `json:"rss_ceiling_bytes"`  // 0: none
+	// PeakRSS is the peak of the traffic (the kernel's high-water mark
+	// when it can be reset), the one the ceiling judges; PeakRSSAll goes
+	// on through the checks and the drain.
+	PeakRSS     int64 `json:"peak_rss_bytes"`
+	PeakRSSAll  int64 `json:"peak_rss_all_bytes"`
+	MemoryLimit int64 `json:"memory_limit_bytes"` // in force during the run; 0: none
+	RSSCeiling  int64 `json:"rss_ceiling_bytes"`  // 0: none
 	// The gateway's overload protection: its budget and bounds, and the
 	// peaks of its gauges (/metrics, sampled every 500 ms).
-	BudgetLimit     int64          `json:"budget_limit_bytes"`
-	PeakBudgetUsed  int64          `json:"peak_budget_used_bytes"`
-	BoundInFlight   int64          `json:"bound_in_flight"`
-	BoundStreams    int64          `json:"bound_streams"`
-	PeakInFlight    int64          `json:"peak_in_flight"`
-	PeakStreams     int64          `json:"peak_streams"`
-	RSSBefore       int64          `json:"rss_before_bytes"`
-	RSSAfter        int64          `json:"rss_after_bytes"`
-	HeapBefore      uint64         `json:"heap_before_bytes"` // live Go heap after a GC
-	HeapAfter       uint64         `json:"heap_after_bytes"`
-	PeakGoroutines  int            `json:"peak_goroutines"`
-	GoroutinesAfter int            `json:"leaked_goroutines"`
-	FDsBefore       int            `json:"fds_before"`
-	FDsAfter        int            `json:"fds_after"`
-	ErrorLogs       int64          `json:"error_logs"`
-	Violations      []string       `json:"violations"`
-	violationKinds  map[string]int // violations per kind (samples are capped)
+	BudgetLimit    int64 `json:"budget_limit_bytes"`
+	PeakBudgetUsed int64 `json:"peak_budget_used_bytes"`
+	// AtPeak breaks the highest sampled RSS down: what the Go runtime
+	// holds, and what else (the binary's pages, non-Go memory).
+	AtPeak          memAt  `json:"at_peak"`
+	BoundInFlight   int64  `json:"bound_in_flight"`
+	BoundStreams    int64  `json:"bound_streams"`
+	PeakInFlight    int64  `json:"peak_in_flight"`
+	PeakStreams     int64  `json:"peak_streams"`
+	RSSBefore       int64  `json:"rss_before_bytes"`
+	RSSAfter        int64  `json:"rss_after_bytes"`
+	HeapBefore      uint64 `json:"heap_before_bytes"` // live Go heap after a GC
+	HeapAfter       uint64 `json:"heap_after_bytes"`
+	PeakGoroutines  int    `json:"peak_goroutines"`
+	GoroutinesAfter int    `json:"leaked_goroutines"`
+	FDsBefore       int    `json:"fds_before"`
+	FDsAfter        int    `json:"fds_after"`
+	ErrorLogs       int64  `json:"error_logs"`
+	// CPU is the process's user+system time during the traffic (gateway,
+	// fake providers and clients together): over Duration, the cores used.
+	CPU time.Duration `json:"cpu"`
+	// LoadBefore and LoadAfter are the machine's 1-minute load average
+	// when the traffic starts and ends (the soak shares its cores).
+	LoadBefore     float64        `json:"load_before"`
+	LoadAfter      float64        `json:"load_after"`
+	Cores          int            `json:"cores"`
+	Violations     []string       `json:"violations"`
+	violationKinds map[string]int // violations per kind (samples are capped)
 }
 
 func (r *Report) violate(kind, format string, args ...any) {
@@ -441,6 +458,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	sampleDone := make(chan struct{})
 	var peakRSS, peakG atomic.Int64
 	var peakBudget, peakInFl, peakStreams, budgetLimit atomic.Int64
+	var atPeak memAt // the sampler's own until sampleDone is closed
+	var lastBudget int64
 	raise := func(a *atomic.Int64, v int64) {
 		if v > a.Load() {
 			a.Store(v)
@@ -451,11 +470,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		tk := time.NewTicker(200 * time.Millisecond)
 		defer tk.Stop()
 		for i := 0; ; i++ {
-			raise(&peakRSS, rss())
+			if v := rss(); v > peakRSS.Load() {
+				peakRSS.Store(v)
+				atPeak = readMemAt(v, lastBudget)
+			}
 			raise(&peakG, int64(runtime.NumGoroutine()))
 			if i%5 == 0 {
 				if ms, err := scrape(scraper, adminBase); err == nil {
-					raise(&peakBudget, int64(ms.sum(telemetry.MetricBudgetUsed, "", "")))
+					lastBudget = int64(ms.sum(telemetry.MetricBudgetUsed, "", ""))
+					raise(&peakBudget, lastBudget)
 					raise(&peakInFl, int64(ms.sum(telemetry.MetricInFlight, "", "")))
 					raise(&peakStreams, int64(ms.sum(telemetry.MetricStreamsOpen, "", "")))
 					budgetLimit.Store(int64(ms.sum(telemetry.MetricBudgetLimit, "", "")))
@@ -521,6 +544,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	)
 	base := "http://" + gw.Addr() + "/v1/chat/completions"
 	start := time.Now()
+	cpuStart := cpuTime()
+	rep.LoadBefore, rep.Cores = loadAvg(), runtime.NumCPU()
 	end := start.Add(o.Duration)
 	interval := time.Duration(float64(time.Second) / o.Rate)
 	tk := time.NewTicker(interval)
@@ -570,10 +595,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	tk.Stop()
 	rep.Duration = time.Since(start)
+	rep.CPU = cpuTime() - cpuStart
+	rep.LoadAfter = loadAvg()
 	rep.Rate = float64(rep.Requests+rep.Skipped) / rep.Duration.Seconds()
 	close(injStop)
 	<-injDone
 	wg.Wait()
+	// The peak of the traffic, before the checks below read the whole
+	// failover log (up to 200 000 entries) in one answer.
+	rep.PeakRSS = peakRSS.Load()
+	if hwmReset {
+		rep.PeakRSS = max(rep.PeakRSS, peakRSSMark())
+	}
 	rep.Hops = hops.Load()
 
 	// Per-request checks and client-observed outcomes.
@@ -703,10 +736,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	client.CloseIdleConnections()
 	close(sampleStop)
 	<-sampleDone
-	rep.PeakRSS, rep.PeakGoroutines = peakRSS.Load(), int(peakG.Load())
+	rep.PeakGoroutines = int(peakG.Load())
+	rep.PeakRSSAll = peakRSS.Load()
 	if hwmReset {
-		rep.PeakRSS = max(rep.PeakRSS, peakRSSMark())
+		rep.PeakRSSAll = max(rep.PeakRSSAll, peakRSSMark())
 	}
+	rep.AtPeak = atPeak
 	rep.BudgetLimit, rep.PeakBudgetUsed = budgetLimit.Load(), peakBudget.Load()
 	rep.PeakInFlight, rep.PeakStreams = peakInFl.Load(), peakStreams.Load()
 	rep.BoundInFlight, rep.BoundStreams = boundInFlight.Load(), boundStreams.Load()
@@ -1121,6 +1156,54 @@ func resetPeakRSS() error {
 // peakRSSMark is VmHWM from /proc/self/status: the peak RSS since the
 // last reset (0 elsewhere).
 func peakRSSMark() int64 { return procStatusBytes("VmHWM:") }
+
+// memAt is the process's memory at one sample.
+type memAt struct {
+	RSS         int64 `json:"rss_bytes"`
+	RSSFile     int64 `json:"rss_file_bytes"`     // of RSS, file-backed pages (the binary's): reclaimable
+	GoRuntime   int64 `json:"go_runtime_bytes"`   // mapped by the Go runtime, not released to the OS
+	HeapObjects int64 `json:"heap_objects_bytes"` // live objects and garbage not yet swept
+	HeapLive    int64 `json:"heap_live_bytes"`    // live heap at the last GC
+	Budget      int64 `json:"budget_used_bytes"`  // the gateway's buffer budget in use (last scrape)
+}
+
+func readMemAt(rss, budget int64) memAt {
+	ss := []metrics.Sample{
+		{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"},
+	}
+	metrics.Read(ss)
+	v := func(i int) int64 {
+		if ss[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return int64(ss[i].Value.Uint64())
+	}
+	return memAt{RSS: rss, RSSFile: procStatusBytes("RssFile:"), GoRuntime: v(0) - v(1), HeapObjects: v(2), HeapLive: v(3), Budget: budget}
+}
+
+// loadAvg is the 1-minute load average of the machine (0 elsewhere).
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// cpuTime is the user+system time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 func countFDs() int {
 	ents, err := os.ReadDir("/proc/self/fd")
