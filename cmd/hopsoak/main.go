@@ -68,8 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 // Text renders the report for humans (and docs/reliability.md).
 func (r *Report) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak: %v of traffic, %d requests at %.1f/s (%d streaming, %d slow clients, %d disconnects; %d skipped at the soak's own in-flight bound), %d upstream hops\n",
-		r.Duration.Round(time.Second), r.Requests, r.Rate, r.Streaming, r.SlowClients, r.Disconnects, r.Skipped, r.Hops)
+	fmt.Fprintf(&b, "soak: %v of traffic, %d requests at %.1f/s (%d streaming, %d slow clients, %d disconnects; %d skipped at the soak's own in-flight bound; the generator fell behind by %d at most), %d upstream hops\n",
+		r.Duration.Round(time.Second), r.Requests, r.Rate, r.Streaming, r.SlowClients, r.Disconnects, r.Skipped, r.MaxLag, r.Hops)
 	fmt.Fprintf(&b, "faults: %d fault changes; hops that met a fault: %s\n", r.FaultChanges, kv(r.FaultsInjected))
 	fmt.Fprintf(&b, "client outcomes: %s\n", kv(r.Outcomes))
 	fmt.Fprintf(&b, "metric outcomes: %s\n", kv(r.MetricOutcomes))

@@ -89,6 +89,7 @@ type Report struct {
 	Disconnects int           `json:"disconnects"`
 	Skipped     int           `json:"skipped"` // not sent: the soak's own MaxInFlight
 	Rate        float64       `json:"rate"`    // requests due per second, sent or skipped
+	MaxLag      int           `json:"max_lag"` // most requests due and not yet started at a tick
 	// Shed counts, by X-Hopgate-Shed reason, the requests hopgate refused
 	// at once (503 engine_overloaded with Retry-After); MetricShed is
 	// hopgate_shed_requests_total by reason. They must be equal.
@@ -547,17 +548,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	cpuStart := cpuTime()
 	rep.LoadBefore, rep.Cores = loadAvg(), runtime.NumCPU()
 	end := start.Add(o.Duration)
-	interval := time.Duration(float64(time.Second) / o.Rate)
-	tk := time.NewTicker(interval)
-	lastProgress := start
-	for now := time.Now(); now.Before(end) && ctx.Err() == nil; now = time.Now() {
-		select {
-		case <-ctx.Done():
-		case <-tk.C:
-		}
+	startOne := func() {
 		if inFl.Load() >= int64(o.MaxInFlight) {
 			rep.Skipped++
-			continue
+			return
 		}
 		m := models[rndN(len(models))].name
 		stream := rnd() < 0.5
@@ -586,10 +580,33 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if leave {
 			rep.Disconnects++
 		}
-		if time.Since(lastProgress) >= 10*time.Second {
-			lastProgress = time.Now()
+	}
+	// Open loop: every tick starts all the requests due by then (rate ×
+	// elapsed), so a late wake-up on a busy machine is caught up, not
+	// silently dropped (a ticker drops the ticks it could not deliver);
+	// MaxLag says how far behind the generator fell.
+	tk := time.NewTicker(max(time.Duration(float64(time.Second)/o.Rate), time.Millisecond))
+	lastProgress := start
+	sent := 0
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+			continue
+		case <-tk.C:
+		}
+		now := time.Now()
+		if !now.Before(end) {
+			break
+		}
+		due := int(now.Sub(start).Seconds() * o.Rate)
+		rep.MaxLag = max(rep.MaxLag, due-sent)
+		for ; sent < due; sent++ {
+			startOne()
+		}
+		if now.Sub(lastProgress) >= 10*time.Second {
+			lastProgress = now
 			fmt.Fprintf(progress, "soak: %v elapsed, %d requests, %d skipped, %d shed, in flight %d, rss %d MiB (peak %d), budget peak %d MiB, goroutines %d\n",
-				time.Since(start).Round(time.Second), rep.Requests, rep.Skipped, shedN.Load(), inFl.Load(), rss()>>20, peakRSS.Load()>>20,
+				now.Sub(start).Round(time.Second), rep.Requests, rep.Skipped, shedN.Load(), inFl.Load(), rss()>>20, peakRSS.Load()>>20,
 				peakBudget.Load()>>20, runtime.NumGoroutine())
 		}
 	}
