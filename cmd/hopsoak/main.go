@@ -70,7 +70,7 @@ func (r *Report) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak: %v of traffic, %d requests at %.1f/s (%d streaming, %d slow clients, %d disconnects; %d skipped at the soak's own in-flight bound; the generator fell behind by %d at most), %d upstream hops\n",
 		r.Duration.Round(time.Second), r.Requests, r.Rate, r.Streaming, r.SlowClients, r.Disconnects, r.Skipped, r.MaxLag, r.Hops)
-	fmt.Fprintf(&b, "faults: %d fault changes; hops that met a fault: %s\n", r.FaultChanges, kv(r.FaultsInjected))
+	fmt.Fprintf(&b, "faults: seed %d, %d fault changes; hops that met a fault: %s\n", r.Seed, r.FaultChanges, kv(r.FaultsInjected))
 	fmt.Fprintf(&b, "client outcomes: %s\n", kv(r.Outcomes))
 	fmt.Fprintf(&b, "metric outcomes: %s\n", kv(r.MetricOutcomes))
 	fmt.Fprintf(&b, "shed (503 engine_overloaded, Retry-After): clients %d {%s}, hopgate_shed_requests_total {%s}; %d traced\n",

@@ -83,6 +83,7 @@ const DefaultRSSCeiling = 512 << 20
 // Report is what a run observed. Violations empty means the soak passed.
 type Report struct {
 	Duration    time.Duration `json:"duration"`
+	Seed        uint64        `json:"seed"`
 	Requests    int           `json:"requests"`
 	Streaming   int           `json:"streaming"`
 	SlowClients int           `json:"slow_clients"`
@@ -353,7 +354,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
-	rep := &Report{FaultsInjected: map[string]int{}, Outcomes: map[string]int{}, MetricOutcomes: map[string]int{},
+	rep := &Report{Seed: o.Seed, FaultsInjected: map[string]int{}, Outcomes: map[string]int{}, MetricOutcomes: map[string]int{},
 		Shed: map[string]int{}, MetricShed: map[string]int{}}
 	// The memory limit first, as GOMEMLIMIT is set before the process
 	// starts: the gateway derives its buffer budget from it.
