@@ -63,10 +63,12 @@ type Options struct {
 	// or endless-frame (half each); the rest is drawn from the other fault
 	// words. 0: every fault word alike (2 in 31).
 	EndlessShare float64
-	// BudgetBytes, GatewayMaxInFlight and GatewayMaxStreams are the
-	// gateway's overload: budget_bytes, max_in_flight and max_streams.
-	// 0: the config defaults (derived from GOMEMLIMIT).
+	// BudgetBytes, BudgetFraction, GatewayMaxInFlight and
+	// GatewayMaxStreams are the gateway's overload: budget_bytes,
+	// budget_fraction, max_in_flight and max_streams. 0: the config
+	// defaults (half of GOMEMLIMIT, bounds derived from the budget).
 	BudgetBytes, GatewayMaxInFlight, GatewayMaxStreams int64
+	BudgetFraction                                     float64
 	// RequestDeadline is the client's deadline per request; default 15 s.
 	RequestDeadline time.Duration
 	// RSSSlack is how far above the start RSS the drained process may stay;
@@ -217,6 +219,10 @@ func upstreamName(model, ch string) string {
 }
 
 func soakConfig(listen, admin string, urls map[string]string, logSize int, o Options) string {
+	fraction := "" // the config's default
+	if o.BudgetFraction > 0 {
+		fraction = fmt.Sprintf(", budget_fraction: %g", o.BudgetFraction)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `listen: %s
 admin_listen: %s
@@ -230,9 +236,9 @@ policy:
   chain_deadline: 6s
   retry_after_max: 1s
   breaker: {mode: count, window: 20s, failures: 3, cooldown: 3s}
-overload: {budget_bytes: %d, max_in_flight: %d, max_streams: %d}
+overload: {budget_bytes: %d, max_in_flight: %d, max_streams: %d%s}
 channels:
-`, listen, admin, logSize, o.BudgetBytes, o.GatewayMaxInFlight, o.GatewayMaxStreams)
+`, listen, admin, logSize, o.BudgetBytes, o.GatewayMaxInFlight, o.GatewayMaxStreams, fraction)
 	for _, ch := range []string{"c1", "c2", "c3", "c4", "c5"} {
 		fmt.Fprintf(&b, "  - {id: %s, base_url: %q, region: r-%s}\n", ch, urls[ch], ch)
 	}
