@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -75,6 +76,10 @@ type Options struct {
 	// default 96 MiB.
 	RSSSlack int64
 	Progress io.Writer // a line every 10 s; nil: none
+	// HeapProfile, when set, is where a heap profile (runtime/pprof) is
+	// written at the highest RSS, again each time the peak grows by 16 MiB:
+	// what holds the memory when the ceiling is near.
+	HeapProfile string
 }
 
 // DefaultRSSCeiling is the peak RSS allowed when a memory limit is in force:
@@ -467,7 +472,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var peakRSS, peakG atomic.Int64
 	var peakBudget, peakInFl, peakStreams, budgetLimit atomic.Int64
 	var atPeak memAt // the sampler's own until sampleDone is closed
-	var lastBudget int64
+	var lastBudget, profiled int64
 	raise := func(a *atomic.Int64, v int64) {
 		if v > a.Load() {
 			a.Store(v)
@@ -481,6 +486,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if v := rss(); v > peakRSS.Load() {
 				peakRSS.Store(v)
 				atPeak = readMemAt(v, lastBudget)
+				if o.HeapProfile != "" && v >= profiled+16<<20 {
+					profiled = v
+					writeHeapProfile(o.HeapProfile)
+				}
 			}
 			raise(&peakG, int64(runtime.NumGoroutine()))
 			if i%5 == 0 {
@@ -1204,6 +1213,15 @@ func readMemAt(rss, budget int64) memAt {
 		return int64(ss[i].Value.Uint64())
 	}
 	return memAt{RSS: rss, RSSFile: procStatusBytes("RssFile:"), GoRuntime: v(0) - v(1), HeapObjects: v(2), HeapLive: v(3), Budget: budget}
+}
+
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = pprof.WriteHeapProfile(f)
 }
 
 // loadAvg is the 1-minute load average of the machine (0 elsewhere).
