@@ -4,14 +4,14 @@
 // the fault grammar, flapping channels, slow clients and clients that leave
 // mid-stream. It stops by itself after -duration.
 //
-//	hopsoak -duration 10m -rate 50
+//	hopsoak -duration 10m -rate 40
 //
 // Under a memory ceiling, as deploy/k8s runs the gateway (GOMEMLIMIT from
 // the 512 MiB container limit), with a raised share of the faults that
 // fill buffers to their bounds:
 //
-//	hopsoak -duration 10m -rate 50 -memory-limit 512MiB -endless-share 0.3
-//	(make soak DURATION=10m RATE=50)
+//	hopsoak -duration 10m -rate 25 -memory-limit 512MiB -endless-share 0.3
+//	(make soak DURATION=10m)
 //
 // -memory-limit is applied with debug.SetMemoryLimit before the gateway
 // starts, so its buffer budget follows it, and a peak RSS above
@@ -19,7 +19,8 @@
 // per-answer bound is the config's (overload.max_response_bytes) unless
 // -max-response-body overrides it; -budget, -budget-fraction,
 // -gateway-max-in-flight and -gateway-max-streams set the gateway's
-// overload: keys.
+// overload: keys; -frame-delay slows every fake provider's streams;
+// -heap-profile writes a heap profile at the highest RSS.
 //
 // Requests hopgate sheds (503 engine_overloaded with Retry-After and
 // X-Hopgate-Shed) are a legitimate outcome: counted by reason, each

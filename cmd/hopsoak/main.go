@@ -37,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.BudgetFraction, "budget-fraction", 0, "the gateway's overload.budget_fraction, its share of the memory limit (0: the config's default, 0.5)")
 	fs.Int64Var(&o.GatewayMaxInFlight, "gateway-max-in-flight", 0, "the gateway's overload.max_in_flight (0: derived from the budget)")
 	fs.Int64Var(&o.GatewayMaxStreams, "gateway-max-streams", 0, "the gateway's overload.max_streams (0: derived from the budget)")
+	fs.DurationVar(&o.FrameDelay, "frame-delay", 0, "every fake provider waits this long between stream frames and endless-body chunks (0: none)")
 	fs.StringVar(&o.HeapProfile, "heap-profile", "", "write a heap profile to this file at the highest RSS (rewritten as the peak grows by 16MiB)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {

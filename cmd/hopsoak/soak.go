@@ -70,6 +70,10 @@ type Options struct {
 	// defaults (half of GOMEMLIMIT, bounds derived from the budget).
 	BudgetBytes, GatewayMaxInFlight, GatewayMaxStreams int64
 	BudgetFraction                                     float64
+	// FrameDelay is waited by every fake provider between stream frames
+	// and between chunks of endless bodies, as a model generates: streams
+	// then stay open long enough to meet a stream bound. 0: none.
+	FrameDelay time.Duration
 	// RequestDeadline is the client's deadline per request; default 15 s.
 	RequestDeadline time.Duration
 	// RSSSlack is how far above the start RSS the drained process may stay;
@@ -408,7 +412,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	srvs := map[string]*httptest.Server{}
 	urls := map[string]string{}
 	for _, ch := range []string{"c1", "c2", "c3", "c4", "c5"} {
-		u := upstream.New(upstream.Options{Name: ch, LogLimit: 1, OnRequest: onRequest})
+		u := upstream.New(upstream.Options{Name: ch, LogLimit: 1, OnRequest: onRequest, FrameDelay: o.FrameDelay})
 		var h http.Handler = u
 		if ch == "c5" {
 			h = countStatus(u, http.StatusServiceUnavailable, func() {

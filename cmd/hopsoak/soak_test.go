@@ -27,11 +27,14 @@ func TestSoak(t *testing.T) {
 // reconciled with hopgate_shed_requests_total by reason, traced, and not
 // mistaken for the chain deadline's reply; hops failed at the budget are
 // failovers, not violations. The memory limit and its RSS ceiling are
-// applied and restored.
+// applied and restored. The providers stream slowly (50 ms a frame) so that
+// streams overlap however idle the machine: a quick answer leaves the
+// gateway before the next request arrives.
 func TestSoakCountsShedRequests(t *testing.T) {
 	o := Options{
 		Duration: 6 * time.Second, Rate: 40, Seed: uint64(time.Now().UnixNano()),
 		EndlessShare: 0.8, BudgetBytes: 64 << 10, GatewayMaxInFlight: 3, GatewayMaxStreams: 1,
+		FrameDelay: 50 * time.Millisecond,
 		// Far above what the run needs, race detector included: the
 		// ceiling is checked, never crossed.
 		MemoryLimit: 4 << 30, RSSCeiling: 3 << 30,
