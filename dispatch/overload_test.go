@@ -162,6 +162,9 @@ models:
 	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(r.Body, `"engine_overloaded"`) {
 		t.Fatalf("second stream: %d retry-after %q: %s", r.Status, r.Header.Get("Retry-After"), r.Body)
 	}
+	if got := r.Header.Get("X-Hopgate-Shed"); got != "streams" {
+		t.Fatalf("second stream: X-Hopgate-Shed %q, want the reason %q", got, "streams")
+	}
 	_ = e
 	if code, body := ready(); code != 503 || !strings.Contains(body, "overloaded: streams") {
 		t.Fatalf("readyz at the bound: %d %q", code, body)

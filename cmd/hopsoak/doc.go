@@ -4,7 +4,29 @@
 // the fault grammar, flapping channels, slow clients and clients that leave
 // mid-stream. It stops by itself after -duration.
 //
-//	hopsoak -duration 10m -rate 40     (make soak DURATION=10m RATE=40)
+//	hopsoak -duration 10m -rate 40
+//
+// Under a memory ceiling, as deploy/k8s runs the gateway (GOMEMLIMIT from
+// the 512 MiB container limit), with a raised share of the faults that
+// fill buffers to their bounds:
+//
+//	hopsoak -duration 10m -rate 25 -memory-limit 512MiB -endless-share 0.3
+//	(make soak DURATION=10m)
+//
+// -memory-limit is applied with debug.SetMemoryLimit before the gateway
+// starts, so its buffer budget follows it, and a peak RSS above
+// -rss-ceiling (512 MiB by default under a limit) is a violation. The
+// per-answer bound is the config's (overload.max_response_bytes) unless
+// -max-response-body overrides it; -budget, -budget-fraction,
+// -gateway-max-in-flight and -gateway-max-streams set the gateway's
+// overload: keys; -frame-delay slows every fake provider's streams;
+// -heap-profile writes a heap profile at the highest RSS.
+//
+// Requests hopgate sheds (503 engine_overloaded with Retry-After and
+// X-Hopgate-Shed) are a legitimate outcome: counted by reason, each
+// checked for its Retry-After and its trace, and reconciled with
+// hopgate_shed_requests_total; hops failed at the buffer budget are
+// failovers like any other.
 //
 // It checks, per request, what the client saw (every 200 stream complete or
 // ended by an in-band error frame, no request past its deadline), that every
@@ -18,5 +40,6 @@
 //
 // It owns only the traffic generator and the checks; it must not reach into
 // the engine: everything it knows comes from HTTP responses, /metrics,
-// /admin/failovers and exported spans.
+// /admin/failovers, exported spans, the gateway's log lines (errors, and
+// the bounds of "overload protection") and the process's own memory.
 package main

@@ -433,6 +433,10 @@ func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request, cfg *co
 	_ = json.NewEncoder(w).Encode(out)
 }
 
+// ShedHeader marks a request shed by overload protection; its value is
+// the shed reason (overload.ShedInFlight, ShedStreams, ShedBudget).
+const ShedHeader = "X-Hopgate-Shed"
+
 // retryAfterShed is the Retry-After of a shed request: soon, since a
 // bound frees as soon as a request ends.
 const retryAfterShed = time.Second
@@ -461,8 +465,15 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request) bool {
 
 // shed answers a request refused by overload protection at once: 503
 // engine_overloaded with Retry-After, never a queue (DESIGN.md §13).
+//
+// X-Hopgate-Shed names the reason (the label of hopgate_shed_requests_total):
+// the chain deadline's degraded reply is engine_overloaded too, and its
+// message is the operator's to choose, so a client or a soak that must tell
+// "not admitted, nothing was tried" from "tried and ran out of time" reads
+// the header, not the text.
 func (s *Server) shed(w http.ResponseWriter, r *http.Request, reason string) {
 	s.tel.Metrics.Shed(r.Context(), reason)
+	w.Header().Set(ShedHeader, reason)
 	msg := "hopgate is overloaded (" + reason + "): retry shortly"
 	switch reason {
 	case overload.ShedInFlight:
