@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -150,9 +151,15 @@ func (a *attempt) abort(why string, cause error) *classify.HopError {
 // readBounded reads at most limit bytes; more is an error. size is the
 // body's declared length (Content-Length, -1 if unknown): a body that says
 // its length is read into one buffer of that size, not grown from 512 bytes
-// by copying (io.ReadAll), up to maxPresize. The buffer's capacity is held
-// against hold's budget as it grows (nil: unbounded); a buffer the budget
-// cannot hold is errBudget.
+// by copying (io.ReadAll), up to maxPresize. A body longer than that first
+// buffer is read into pooled chunks of chunkSize and copied once into a
+// buffer of its exact size at the end: growing one buffer by append would
+// leave a trail of discarded copies (about five times the body for a large
+// one, as Go grows large slices by a quarter) that the budget never sees —
+// the soak under a memory ceiling found them to be most of the heap
+// (docs/reliability.md, Finding 5). Every buffer is held against hold's
+// budget before it is allocated (nil: unbounded); one the budget cannot
+// hold is errBudget. On an error, what was read before it is returned.
 func readBounded(r io.Reader, limit, size int64, hold *overload.Hold) ([]byte, error) {
 	n := int64(512)
 	if size >= 0 {
@@ -163,21 +170,11 @@ func readBounded(r io.Reader, limit, size int64, hold *overload.Hold) ([]byte, e
 		return nil, errBudget
 	}
 	b := make([]byte, 0, n)
-	for {
+	for len(b) < cap(b) {
 		if int64(len(b)) > limit {
 			return b[:limit], errBodyTooLarge
 		}
-		if len(b) == cap(b) {
-			old := cap(b)
-			b = append(b, 0)[:len(b)]
-			if hold != nil && !hold.Grow(int64(cap(b)-old)) {
-				return b, errBudget
-			}
-		}
-		end := int64(cap(b))
-		if end > limit+1 {
-			end = limit + 1
-		}
+		end := min(int64(cap(b)), limit+1)
 		k, err := r.Read(b[len(b):end])
 		b = b[:len(b)+k]
 		if err == io.EOF {
@@ -190,7 +187,70 @@ func readBounded(r io.Reader, limit, size int64, hold *overload.Hold) ([]byte, e
 			return b, err
 		}
 	}
+	return readChunks(r, b, limit, hold)
 }
+
+// readChunks goes on reading a body that filled first: into chunks, then
+// into one buffer of the body's size (see readBounded).
+func readChunks(r io.Reader, first []byte, limit int64, hold *overload.Hold) ([]byte, error) {
+	var chunks []*[]byte
+	defer func() {
+		for _, c := range chunks {
+			*c = (*c)[:0]
+			chunkPool.Put(c)
+		}
+		if hold != nil {
+			hold.Shrink(int64(len(chunks)) * chunkSize) // given back to the pool
+		}
+	}()
+	total := int64(len(first))
+	// join copies what was read into one buffer, held before it is made.
+	join := func(err error) ([]byte, error) {
+		n := min(total, limit)
+		if hold != nil && !hold.Grow(n) {
+			return nil, errBudget
+		}
+		out := make([]byte, n)
+		k := copy(out, first)
+		for _, c := range chunks {
+			k += copy(out[k:], *c)
+		}
+		return out, err
+	}
+	for {
+		if total > limit {
+			return join(errBodyTooLarge)
+		}
+		if len(chunks) == 0 || len(*chunks[len(chunks)-1]) == chunkSize {
+			if hold != nil && !hold.Grow(chunkSize) {
+				return nil, errBudget
+			}
+			chunks = append(chunks, chunkPool.Get().(*[]byte))
+		}
+		c := chunks[len(chunks)-1]
+		end := min(int64(len(*c))+limit+1-total, chunkSize)
+		k, err := r.Read((*c)[len(*c):end])
+		*c = (*c)[:len(*c)+k]
+		total += int64(k)
+		if err == io.EOF {
+			if total > limit {
+				return join(errBodyTooLarge)
+			}
+			return join(nil)
+		}
+		if err != nil {
+			return join(err)
+		}
+	}
+}
+
+// chunkSize is the unit a long body is read in.
+const chunkSize = 64 << 10
+
+var chunkPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, chunkSize)
+	return &b
+}}
 
 // maxPresize bounds the buffer allocated up front from a declared length:
 // a lying Content-Length costs at most this much before bytes arrive.

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/hopgate/hopgate/dispatch/overload"
 )
 
 // TestReadBounded pins readBounded to io.ReadAll over io.LimitReader(limit+1),
@@ -77,5 +80,97 @@ func TestReadBoundedOneAllocation(t *testing.T) {
 	})
 	if allocs != 1 {
 		t.Fatalf("%v allocations per read, want 1", allocs)
+	}
+}
+
+// FuzzReadBounded: any body length, limit, declared length and read size
+// reads as io.ReadAll over io.LimitReader(limit+1) does, across the first
+// buffer and any number of chunks; over the limit is errBodyTooLarge with
+// the first limit bytes.
+func FuzzReadBounded(f *testing.F) {
+	f.Add(uint32(1000), uint32(4096), int32(-1), uint16(0))
+	f.Add(uint32(3*chunkSize+17), uint32(4*chunkSize), int32(-1), uint16(1000))
+	f.Add(uint32(3*chunkSize+17), uint32(2*chunkSize+5), int32(100), uint16(0))
+	f.Add(uint32(chunkSize+511), uint32(chunkSize+511), int32(chunkSize+511), uint16(7))
+	f.Fuzz(func(t *testing.T, n, limit uint32, size int32, step uint16) {
+		n, limit = n%(5*chunkSize), limit%(5*chunkSize)
+		body := make([]byte, n)
+		for i := range body {
+			body[i] = byte(i * 7)
+		}
+		var r io.Reader = bytes.NewReader(body)
+		if step > 0 {
+			r = &stepReader{r, int(step)}
+		}
+		got, err := readBounded(r, int64(limit), int64(size), nil)
+		want, _ := io.ReadAll(io.LimitReader(bytes.NewReader(body), int64(limit)+1))
+		if len(want) > int(limit) {
+			if !errors.Is(err, errBodyTooLarge) || !bytes.Equal(got, want[:limit]) {
+				t.Fatalf("over the limit: %d bytes, %v", len(got), err)
+			}
+			return
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes, %v; want %d", len(got), err, len(want))
+		}
+	})
+}
+
+// stepReader reads at most n bytes at a time.
+type stepReader struct {
+	r io.Reader
+	n int
+}
+
+func (s *stepReader) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), s.n)]) }
+
+// A long body is held against the budget before each buffer is made, and
+// the chunks it was read into go back to the pool and the budget: what
+// stays held is the first buffer and the body's own. A budget too small
+// for it fails the read with errBudget, and nothing stays taken once the
+// hold is released.
+func TestReadBoundedHoldsBeforeAllocating(t *testing.T) {
+	body := bytes.Repeat([]byte("y"), 5*chunkSize+3)
+	budget := overload.NewBudget(64 << 20)
+	hold := overload.NewHold(budget)
+	got, err := readBounded(bytes.NewReader(body), 16<<20, -1, &hold)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("%d bytes, %v", len(got), err)
+	}
+	if want := int64(512 + len(body)); hold.Held() != want || budget.Used() != want {
+		t.Fatalf("held %d, budget used %d; want %d (first buffer + the body)", hold.Held(), budget.Used(), want)
+	}
+	hold.Release()
+
+	small := overload.NewBudget(2 * chunkSize)
+	hold = overload.NewHold(small)
+	if _, err := readBounded(bytes.NewReader(body), 16<<20, -1, &hold); !errors.Is(err, errBudget) {
+		t.Fatalf("err = %v, want errBudget", err)
+	}
+	if hold.Held() != small.Used() || hold.Held() > 2*chunkSize {
+		t.Fatalf("after errBudget: held %d, budget used %d", hold.Held(), small.Used())
+	}
+	hold.Release()
+	if small.Used() != 0 {
+		t.Fatalf("budget used %d after release", small.Used())
+	}
+}
+
+// Reading a long body of unknown length allocates about its size, not the
+// trail of copies append would leave (about five times the body).
+func TestReadBoundedLongBodyAllocatesItsSize(t *testing.T) {
+	body := bytes.Repeat([]byte("z"), 4<<20)
+	r := bytes.NewReader(body)
+	readBounded(r, 16<<20, -1, nil) // fill the chunk pool
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r.Reset(body)
+	if _, err := readBounded(r, 16<<20, -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	// The body itself, plus chunks the pool lost to a GC meanwhile.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2*uint64(len(body)) {
+		t.Fatalf("allocated %d bytes to read %d", got, len(body))
 	}
 }

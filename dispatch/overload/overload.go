@@ -157,6 +157,13 @@ func (h *Hold) Release() {
 	h.n = 0
 }
 
+// Shrink gives back n of the bytes held (at most all of them).
+func (h *Hold) Shrink(n int64) {
+	n = min(n, h.n)
+	h.b.Release(n)
+	h.n -= n
+}
+
 // Held is the bytes held.
 func (h *Hold) Held() int64 { return h.n }
 
