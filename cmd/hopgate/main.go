@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -130,6 +131,14 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log := telemetry.NewLogger(stderr, slog.LevelInfo)
 	logOTelErrors(log)
+	// Before the gateway starts: the buffer budget is a share of it.
+	if lim, err := memoryLimit(os.Getenv); err != nil {
+		fmt.Fprintln(stderr, "hopgate serve:", err)
+		return 2
+	} else if lim > 0 {
+		debug.SetMemoryLimit(lim)
+		log.Info("memory limit set", slog.Int64("bytes", lim), slog.String("from", "HOPGATE_MEMORY_LIMIT"))
+	}
 	cfg, err := config.Load(*path)
 	if err != nil {
 		reportConfigError(stderr, *path, err)

@@ -228,3 +228,25 @@ func waitReady(t *testing.T, url string) {
 		return resp.StatusCode == 200
 	}, url+" ready")
 }
+
+// The container's limit becomes 90 % of it for the runtime; an explicit
+// GOMEMLIMIT is left to the runtime; a value that is not bytes is a
+// start-up error, never a silent default.
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want int64
+		err  bool
+	}{
+		{env: map[string]string{}, want: 0},
+		{env: map[string]string{"HOPGATE_MEMORY_LIMIT": "536870912"}, want: 483183820},
+		{env: map[string]string{"HOPGATE_MEMORY_LIMIT": "536870912", "GOMEMLIMIT": "400MiB"}, want: 0},
+		{env: map[string]string{"HOPGATE_MEMORY_LIMIT": "512Mi"}, err: true},
+		{env: map[string]string{"HOPGATE_MEMORY_LIMIT": "0"}, err: true},
+	} {
+		got, err := memoryLimit(func(k string) string { return tc.env[k] })
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%v: %d, %v; want %d (error %v)", tc.env, got, err, tc.want, tc.err)
+		}
+	}
+}
