@@ -9,10 +9,13 @@ import (
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/internal/testkit"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
+	"github.com/hopgate/hopgate/telemetry"
 )
 
 // keepAlives answers a stream with n SSE comments (held by the gate: not
@@ -166,6 +169,23 @@ models:
 		t.Fatalf("second stream: X-Hopgate-Shed %q, want the reason %q", got, "streams")
 	}
 	_ = e
+	// On-call reads a shed as such, not as the client's mistake.
+	var outcome string
+	for _, sp := range h.Trace(r.Header.Get("X-Request-Id")) {
+		if sp.SpanKind == trace.SpanKindServer {
+			for _, kv := range sp.Attributes {
+				if kv.Key == telemetry.AttrOutcome {
+					outcome = kv.Value.AsString()
+				}
+			}
+		}
+	}
+	if outcome != telemetry.OutcomeShed {
+		t.Errorf("the shed request's trace says outcome %q, want %q", outcome, telemetry.OutcomeShed)
+	}
+	if !strings.Contains(h.Logs.String(), `"outcome":"shed"`) {
+		t.Errorf("no request log line with outcome shed")
+	}
 	if code, body := ready(); code != 503 || !strings.Contains(body, "overloaded: streams") {
 		t.Fatalf("readyz at the bound: %d %q", code, body)
 	}

@@ -247,6 +247,7 @@ const (
 	OutcomeCanceled    = "canceled"
 	OutcomeInterrupted = "interrupted"
 	OutcomeBadRequest  = "bad_request"
+	OutcomeShed        = "shed" // refused by overload protection (DESIGN §13); nothing was tried
 )
 
 // Hop outcomes (values of hopgate.hop.outcome and the hops outcome label).

@@ -98,6 +98,12 @@ func (s *Server) Handler() http.Handler {
 // fail writes a hopgate error with the request id and hopgate's headers
 // (a 405's caller sets Allow: each route knows its one method).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
+	s.failAs(w, r, e, telemetry.OutcomeBadRequest)
+}
+
+// failAs is fail with the request's outcome: bad_request for the front
+// door's refusals, shed for overload protection's.
+func (s *Server) failAs(w http.ResponseWriter, r *http.Request, e *apierror.Error, outcome string) {
 	id := dispatch.RequestID(r.Context())
 	w.Header().Set("X-Request-Id", id)
 	if tp := dispatch.Traceparent(r.Context()); tp != "" {
@@ -105,7 +111,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 	}
 	w.Header().Set("X-Hopgate-Attempts", "0")
 	span := trace.SpanFromContext(r.Context())
-	span.SetAttributes(attribute.String(telemetry.AttrOutcome, "bad_request"), attribute.String(telemetry.AttrErrorCode, e.Code))
+	span.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome), attribute.String(telemetry.AttrErrorCode, e.Code))
 	if r.URL.Path == messagesPath {
 		apierror.WriteAnthropic(w, id, e) // Anthropic clients read Anthropic's shape
 	} else {
@@ -113,7 +119,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 	}
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.Int("status", e.Status), slog.String("outcome", "bad_request"), slog.String("code", e.Code))
+		slog.Int("status", e.Status), slog.String("outcome", outcome), slog.String("code", e.Code))
 }
 
 // proxy runs the front-door checks, then hands the request to the engine.
@@ -483,7 +489,7 @@ func (s *Server) shed(w http.ResponseWriter, r *http.Request, reason string) {
 	case overload.ShedBudget:
 		msg = "hopgate cannot buffer this request body now (buffer budget): retry shortly"
 	}
-	s.fail(w, r, apierror.EngineOverloaded(msg, retryAfterShed))
+	s.failAs(w, r, apierror.EngineOverloaded(msg, retryAfterShed), telemetry.OutcomeShed)
 }
 
 // SetAdmission sets the admission bounds (nil: unbounded). Call it before
