@@ -6,11 +6,11 @@
 //
 //	hopsoak -duration 10m -rate 40
 //
-// Under a memory ceiling, as deploy/k8s runs the gateway (GOMEMLIMIT from
-// the 512 MiB container limit), with a raised share of the faults that
-// fill buffers to their bounds:
+// Under a memory ceiling, as deploy/k8s runs the gateway (a soft limit of
+// 90 % of the 512 MiB container limit), with a raised share of the faults
+// that fill buffers to their bounds:
 //
-//	hopsoak -duration 10m -rate 25 -memory-limit 512MiB -endless-share 0.3
+//	hopsoak -duration 10m -rate 50 -memory-limit 460MiB -rss-ceiling 512MiB -endless-share 0.3
 //	(make soak DURATION=10m)
 //
 // -memory-limit is applied with debug.SetMemoryLimit before the gateway
