@@ -2,6 +2,8 @@ package dispatch_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
@@ -241,4 +243,67 @@ func attrLines(ind string, kvs []attribute.KeyValue, mask func(string) string) s
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "")
+}
+
+// Hop-latency exemplars link to the hop span a kept trace exports: the
+// span id the compact recorder assigned when the hop started is the one
+// the exemplar carries and the trace holds. At a healthy ratio of 0 a
+// healthy request leaves no exemplar (its trace is dropped) while a
+// failover's links to its exported failed hop.
+func TestExemplarsLinkExportedHops(t *testing.T) {
+	exemplars := func(h *gwtest.Gateway) string {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0; charset=utf-8")
+		h.Tel.MetricsHandler().ServeHTTP(rec, req)
+		var out []string
+		for _, l := range strings.Split(rec.Body.String(), "\n") {
+			if strings.HasPrefix(l, "hopgate_hop_duration_seconds_bucket") && strings.Contains(l, " # {") {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	hopIDs := func(spans tracetest.SpanStubs) []string {
+		var ids []string
+		for _, s := range spans {
+			if s.SpanKind == trace.SpanKindClient {
+				ids = append(ids, s.SpanContext.SpanID().String())
+			}
+		}
+		return ids
+	}
+
+	h := gwtest.New(t, twoChannels("m", "m", ""), "a", "b")
+	r := h.Post(chat(true))
+	id := r.Header.Get("X-Request-Id")
+	ids := hopIDs(h.Trace(id))
+	ex := exemplars(h)
+	if len(ids) != 1 || !strings.Contains(ex, `trace_id="`+id+`"`) || !strings.Contains(ex, `span_id="`+ids[0]+`"`) {
+		t.Fatalf("trace %s, hop spans %v; exemplars:\n%s", id, ids, ex)
+	}
+
+	h = gwtest.New(t, twoChannels("m", "m", "telemetry: {healthy_sample_ratio: 0}\n"), "a", "b")
+	healthy := h.Post(chat(false)).Header.Get("X-Request-Id")
+	if got := h.Trace(healthy); len(got) != 0 {
+		t.Fatalf("healthy trace exported at ratio 0: %d spans", len(got))
+	}
+	if ex := exemplars(h); strings.Contains(ex, healthy) {
+		t.Fatalf("exemplar links the dropped healthy trace %s:\n%s", healthy, ex)
+	}
+	if err := h.Ups["a"].SetFault("m", "503"); err != nil {
+		t.Fatal(err)
+	}
+	r = h.Post(chat(false))
+	id = r.Header.Get("X-Request-Id")
+	ids = hopIDs(h.Trace(id))
+	ex = exemplars(h)
+	if r.Header.Get("X-Hopgate-Path") != "a:503 -> b:ok" || len(ids) != 2 || !strings.Contains(ex, `trace_id="`+id+`"`) {
+		t.Fatalf("path %q, hop spans %v; exemplars:\n%s", r.Header.Get("X-Hopgate-Path"), ids, ex)
+	}
+	for _, l := range strings.Split(ex, "\n") {
+		if strings.Contains(l, id) && !strings.Contains(l, ids[0]) && !strings.Contains(l, ids[1]) {
+			t.Fatalf("exemplar of trace %s names no exported hop span (%v): %s", id, ids, l)
+		}
+	}
 }
