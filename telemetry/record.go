@@ -35,6 +35,12 @@ import (
 type record struct {
 	s      *Spans
 	parent trace.SpanContext // the SERVER span's: every span's trace id, flags and trace state
+	// The engine's clock and the wall clock when the record started: spans
+	// are exported at wall0 plus their engine-clock offset from clock0, so
+	// on a fake engine clock (tests, demos) they still sit under their
+	// otelhttp SERVER span's wall-clock times; on the real clock the two
+	// are the same reading.
+	clock0, wall0 time.Time
 
 	n     int        // spans started
 	first [4]spanRec // most requests: dispatch, one hop, await headers, stream gate
@@ -109,7 +115,7 @@ var _ trace.Span = (*spanRec)(nil)
 
 // newRecord starts the record of a request under the SERVER span parent.
 func (s *Spans) newRecord(parent trace.SpanContext) *record {
-	r := &record{s: s, parent: parent}
+	r := &record{s: s, parent: parent, clock0: s.clock.Now(), wall0: time.Now()}
 	r.order = r.obuf[:0]
 	return r
 }
@@ -356,8 +362,8 @@ func (r *record) export() []sdktrace.ReadOnlySpan {
 			sc:       r.spanContext(sp.id),
 			parent:   r.parent,
 			kind:     sp.kind(),
-			start:    sp.start,
-			end:      sp.end,
+			start:    r.wall(sp.start),
+			end:      r.wall(sp.end),
 			attrs:    attrs[lo:len(attrs):len(attrs)],
 			events:   r.events(i),
 			children: int(children[i]),
@@ -378,6 +384,9 @@ func (r *record) export() []sdktrace.ReadOnlySpan {
 	return out
 }
 
+// wall places an engine-clock reading on the wall clock (see record).
+func (r *record) wall(t time.Time) time.Time { return r.wall0.Add(t.Sub(r.clock0)) }
+
 // events returns the SDK events of span i.
 func (r *record) events(i int16) []sdktrace.Event {
 	var out []sdktrace.Event
@@ -385,7 +394,7 @@ func (r *record) events(i int16) []sdktrace.Event {
 		if e.span != i {
 			continue
 		}
-		ev := sdktrace.Event{Name: e.name, Time: e.at}
+		ev := sdktrace.Event{Name: e.name, Time: r.wall(e.at)}
 		if e.err != nil {
 			// As the SDK's RecordError writes it.
 			ev.Name = semconv.ExceptionEventName

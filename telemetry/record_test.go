@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -154,3 +155,43 @@ type discardExporter struct{}
 
 func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// Span times follow the engine's clock (a hop that waited 10 s on a fake
+// clock lasts exactly 10 s) but are placed from the wall clock at the
+// record's start, so they sit with their otelhttp SERVER span, whose times
+// are the SDK's, even when the engine's clock is fake.
+func TestRecordTimesFromEngineClock(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 12, 9, 41, 30, 0, time.UTC))
+	tel, err := Setup(context.Background(), Options{HealthyRatio: 1, SpanExporter: exp, Clock: clock,
+		Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	ctx, server := tel.Tracer.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer))
+	cctx, call := tel.Spans.StartCall(ctx, "m")
+	_, hop := tel.Spans.StartHop(cctx, &HopStart{Operation: OperationChat, RequestModel: "m", Channel: "a"})
+	clock.Advance(10 * time.Second)
+	hop.End(&HopEnd{Outcome: HopOK})
+	call.End(ctx, &CallEnd{Model: "m", Outcome: OutcomeOK, Path: "a:ok"})
+	server.End()
+	if err := tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var root, hopSpan tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		switch s.SpanKind {
+		case trace.SpanKindServer:
+			root = s
+		case trace.SpanKindClient:
+			hopSpan = s
+		}
+	}
+	if d := hopSpan.EndTime.Sub(hopSpan.StartTime); d != 10*time.Second {
+		t.Errorf("hop lasted %v on the engine's clock, want 10s", d)
+	}
+	if off := hopSpan.StartTime.Sub(root.StartTime); off < 0 || off > time.Minute {
+		t.Errorf("hop starts %v after its SERVER span: not placed on the wall clock", off)
+	}
+}
