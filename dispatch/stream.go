@@ -105,15 +105,21 @@ func (f *frameFeed) read(rd frameSource, k codec, keepText bool) {
 }
 
 // handOver stops the goroutine at a frame boundary: rd is the caller's
-// once it returns.
+// once it returns. The channels go: an open stream keeps the feed (stream's
+// deferred close) but not what only the gone goroutine needed.
 func (f *frameFeed) handOver() {
 	f.next <- false
 	<-f.done
+	f.items, f.next, f.stop, f.done = nil, nil, nil, nil
 }
 
 // close stops the reader and waits for it: a reader blocked on a send sees
 // stop, one blocked in a read sees the hop cancelled and the body closed.
+// After handOver there is nothing to stop.
 func (f *frameFeed) close(cancel context.CancelCauseFunc, body io.Closer) {
+	if f.done == nil {
+		return
+	}
 	close(f.stop)
 	cancel(nil)
 	_ = body.Close()

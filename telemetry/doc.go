@@ -16,6 +16,19 @@
 // credentials (API keys, Authorization headers) and never records prompt or
 // completion text on its own; callers decide what goes into attributes.
 //
+// # Spans are paid for only when their trace is kept
+//
+// The request path's spans (Spans) are recorded as one compact record per
+// request (record.go): typed values, times from the engine's clock, span
+// ids assigned as spans start (a hop's traceparent names its span before
+// anyone knows whether the trace will be kept). The record joins its trace
+// in the failover-aware sampler when the dispatch span ends; only if the
+// sampler keeps the trace are attributes built and the spans handed on, as
+// read-only SDK spans, to the exporter and the trace ring. A healthy trace
+// dropped at the healthy ratio costs its SERVER span (otelhttp's) and its
+// record, nothing more. Options.PlainSpans records SDK spans from the start
+// instead, the reference the record is tested against.
+//
 // # Why the hop span is hopgate's, not otelhttp's
 //
 // The main listener is wrapped by otelhttp (the SERVER span), but upstream

@@ -54,9 +54,13 @@ func Interesting(root sdktrace.ReadOnlySpan, anyError bool) bool {
 	return false
 }
 
-// pendingTrace holds the ended spans of one trace until its local root ends.
+// pendingTrace holds the ended spans of one trace until its local root ends:
+// SDK spans, and the compact records of the request path (record.go),
+// which are built into spans only if the trace is kept.
 type pendingTrace struct {
 	spans    []sdktrace.ReadOnlySpan
+	recs     []*record
+	nrec     int // spans in recs
 	anyError bool
 	// passthrough: the trace overflowed or went stale; part of it is already
 	// exported, so the rest follows immediately to keep it whole.
@@ -104,8 +108,27 @@ var tracePool = sync.Pool{New: func() any {
 // recycle returns t to the pool; nothing may reference it any more.
 func recycle(t *pendingTrace) {
 	clear(t.spans) // drop the span references for the GC
-	*t = pendingTrace{spans: t.spans[:0]}
+	clear(t.recs)
+	*t = pendingTrace{spans: t.spans[:0], recs: t.recs[:0]}
 	tracePool.Put(t)
+}
+
+// size is the spans t holds, records included.
+func (t *pendingTrace) size() int { return len(t.spans) + t.nrec }
+
+// held returns t's spans with its records built: what a kept trace
+// forwards, in the order they arrived (a record arrives when its dispatch
+// span ends, with its spans in the order they ended).
+func (t *pendingTrace) held() []sdktrace.ReadOnlySpan {
+	if len(t.recs) == 0 {
+		return t.spans
+	}
+	out := make([]sdktrace.ReadOnlySpan, 0, t.size())
+	out = append(out, t.spans...)
+	for _, r := range t.recs {
+		out = append(out, r.export()...)
+	}
+	return out
 }
 
 // sampleCounters count the processor's decisions (hopgate_trace_decisions_total).
@@ -257,12 +280,11 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 		switch {
 		case t.passthrough:
 			self = true
-		case len(t.spans) >= p.maxSpansPerTrace || p.buffered >= p.maxSpansTotal:
-			p.counts.overflow.Add(int64(len(t.spans) + 1))
-			forward = append(forward, t.spans...)
+		case t.size() >= p.maxSpansPerTrace || p.buffered >= p.maxSpansTotal:
+			p.counts.overflow.Add(int64(t.size() + 1))
 			self = true
-			p.buffered -= len(t.spans)
-			t.spans, t.passthrough = nil, true
+			forward = p.drainLocked(t, forward)
+			t.passthrough = true
 		default:
 			t.spans = append(t.spans, s)
 			t.anyError = t.anyError || isErr
@@ -276,17 +298,17 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	for _, f := range forward {
 		p.next.OnEnd(f)
 	}
+	var keptSpans []sdktrace.ReadOnlySpan
+	if kept != nil {
+		keptSpans = kept.held() // records are built here, for kept traces only
+	}
 	if ringIt {
-		var spans []sdktrace.ReadOnlySpan
-		if kept != nil {
-			spans = kept.spans
-		}
-		p.ring.add(spans, s)
+		p.ring.add(keptSpans, s)
 	} else if late {
 		p.ring.addLate(s)
 	}
 	if kept != nil {
-		for _, f := range kept.spans {
+		for _, f := range keptSpans {
 			p.next.OnEnd(f)
 		}
 		recycle(kept) // removed from traces and age under the lock: ours now
@@ -344,6 +366,82 @@ func hasKey(m map[trace.TraceID]bool, id trace.TraceID) bool {
 	return ok
 }
 
+// drainLocked appends t's spans (its records built) to forward and
+// empties t: it overflowed or went stale, and the rest of its trace
+// follows as it ends.
+func (p *failoverProcessor) drainLocked(t *pendingTrace, forward []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+	forward = append(forward, t.held()...)
+	p.buffered -= t.size()
+	clear(t.recs)
+	t.spans, t.recs, t.nrec = nil, t.recs[:0], 0
+	return forward
+}
+
+// endRecord takes the record of a request whose dispatch span ended: its
+// spans join their trace like ended spans, but are built only if the trace
+// is kept (a dropped healthy trace costs its record and nothing more).
+func (p *failoverProcessor) endRecord(r *record) {
+	id := r.parent.TraceID()
+	n := len(r.order)
+	if p.all {
+		for _, s := range r.export() {
+			p.keepAll(s, id, false, s.Status().Code == codes.Error)
+		}
+		return
+	}
+	var (
+		forward []sdktrace.ReadOnlySpan
+		self    bool // r's spans go on now
+		late    bool // they join a kept trace whose root ended
+	)
+	p.mu.Lock()
+	forward = p.sweepLocked(forward)
+	t := p.traces[id]
+	switch {
+	case t == nil && p.decided[id]:
+		self, late = true, true
+	case t == nil && hasKey(p.decided, id):
+		// a dropped trace
+	case t == nil && (len(p.traces) >= p.maxTraces || p.buffered >= p.maxSpansTotal):
+		p.counts.overflow.Add(int64(n))
+		self = true
+	case t == nil:
+		t = tracePool.Get().(*pendingTrace)
+		t.id, t.created = id, p.clock.Now()
+		p.age.pushBack(t)
+		p.traces[id] = t
+		fallthrough
+	default:
+		switch {
+		case t.passthrough:
+			self = true
+		case t.size()+n > p.maxSpansPerTrace || p.buffered+n > p.maxSpansTotal:
+			p.counts.overflow.Add(int64(t.size() + n))
+			self = true
+			forward = p.drainLocked(t, forward)
+			t.passthrough = true
+		default:
+			t.recs = append(t.recs, r)
+			t.nrec += n
+			t.anyError = t.anyError || r.err
+			p.buffered += n
+		}
+	}
+	p.mu.Unlock()
+
+	for _, f := range forward {
+		p.next.OnEnd(f)
+	}
+	if self {
+		for _, s := range r.export() {
+			if late {
+				p.ring.addLate(s)
+			}
+			p.next.OnEnd(s)
+		}
+	}
+}
+
 // rememberLocked records a root decision in a fixed ring, evicting the oldest.
 func (p *failoverProcessor) rememberLocked(id trace.TraceID, keep bool) {
 	if old := p.decidedRing[p.decidedNext]; old.IsValid() {
@@ -356,7 +454,7 @@ func (p *failoverProcessor) rememberLocked(id trace.TraceID, keep bool) {
 
 // removeLocked forgets trace id.
 func (p *failoverProcessor) removeLocked(id trace.TraceID, t *pendingTrace) {
-	p.buffered -= len(t.spans)
+	p.buffered -= t.size()
 	p.age.remove(t)
 	delete(p.traces, id)
 }
@@ -376,9 +474,8 @@ func (p *failoverProcessor) sweepLocked(forward []sdktrace.ReadOnlySpan) []sdktr
 			continue
 		}
 		p.counts.stale.Add(1)
-		forward = append(forward, t.spans...)
-		p.buffered -= len(t.spans)
-		t.spans, t.passthrough, t.created = nil, true, now
+		forward = p.drainLocked(t, forward)
+		t.passthrough, t.created = true, now
 		p.age.remove(t)
 		p.age.pushBack(t)
 	}
@@ -403,7 +500,7 @@ func (p *failoverProcessor) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	var forward []sdktrace.ReadOnlySpan
 	for id, t := range p.traces {
-		forward = append(forward, t.spans...)
+		forward = append(forward, t.held()...)
 		p.removeLocked(id, t)
 	}
 	p.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -53,6 +54,11 @@ type Options struct {
 	// /admin/traces shows (zero: DefaultTraceRingTraces and
 	// DefaultTraceRingBytes). The ring is fed with or without an exporter.
 	TraceRing TraceRingOptions
+	// PlainSpans records the request path's spans as SDK spans from their
+	// start, as hopgate did before compact records: every trace then costs
+	// its spans, kept or not. Tests compare the two (the exported trees
+	// must be the same).
+	PlainSpans bool
 }
 
 // Telemetry is the process's OpenTelemetry wiring. Setup does not install
@@ -136,12 +142,34 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	}
 	t.sampler = fp
 	t.attachPages(ringFP, o)
+	if ringFP != nil && !o.PlainSpans {
+		if res, scope, ok := spanIdentity(t.Tracer); ok {
+			t.Spans.compact(ringFP, o.Clock, tp, res, scope)
+		}
+	}
 	if fp != nil {
 		if err := t.observeSampler(fp); err != nil {
 			return nil, errors.Join(err, t.Shutdown(ctx))
 		}
 	}
 	return t, nil
+}
+
+// spanIdentity returns the resource and instrumentation scope the SDK gives
+// tracer's spans, for the export views of compact records, read off a span
+// that is started and never ended (no processor sees it end). False when
+// the sampler records nothing: compact records are then never used.
+func spanIdentity(tracer trace.Tracer) (*resource.Resource, instrumentation.Scope, bool) {
+	// A sampled remote parent: ParentBased samplers record under it.
+	parent := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled, Remote: true,
+	})
+	_, span := tracer.Start(trace.ContextWithRemoteSpanContext(context.Background(), parent), "hopgate: span identity probe")
+	ro, ok := span.(sdktrace.ReadOnlySpan)
+	if !ok || !span.IsRecording() {
+		return nil, instrumentation.Scope{}, false
+	}
+	return ro.Resource(), ro.InstrumentationScope(), true
 }
 
 // Noop returns a Telemetry for tests that do not care about export: working

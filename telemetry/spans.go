@@ -8,9 +8,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Spans records the request path's spans (DESIGN.md §5) for package
@@ -19,20 +23,79 @@ import (
 // end), Spans turns it into spans and attributes. It never decides what a
 // request does next.
 //
+// Spans set up by Setup record each request compactly (record.go): the
+// engine's reports are kept as typed values in one record per request,
+// and span attributes, SDK span views and export cost are paid only for a
+// trace the failover-aware sampler keeps. A request without a sampled
+// local parent span (no SERVER span, or one the head sampler dropped), and
+// every request of a recorder built by NewSpans, is recorded as SDK spans
+// from their start instead: the same spans, names, attributes, events and
+// statuses, built by the same functions (spanattrs.go).
+//
 // The SDK copies attributes into a span at every SetAttributes call and
-// regrows its slice for each call after Start, so every span gets its
+// regrows its slice for each call after Start, so SDK spans get their
 // attributes in as few calls as possible (at start and at end), from
 // fixed-size arrays; the strings that repeat for every request (span names,
 // the upstream URL's attributes) are built once and cached.
 type Spans struct {
 	tracer trace.Tracer
+	tp     trace.TracerProvider
 	names  cowCache[nameKey, string]
 	urls   cowCache[urlKey, []attribute.KeyValue]
+
+	// Compact recording: off while sink is nil.
+	sink  recordSink
+	clock clockwork.Clock
+	res   *resource.Resource    // the tracer provider's, for the export views
+	scope instrumentation.Scope // the tracer's
+	watch atomic.Pointer[func(name string)]
 }
 
-// NewSpans records spans with tracer.
+// recordSink takes a request's record once its dispatch span ended: the
+// failover-aware sampler.
+type recordSink interface{ endRecord(*record) }
+
+// NewSpans records spans with tracer, every one as an SDK span from its
+// start.
 func NewSpans(tracer trace.Tracer) *Spans {
 	return &Spans{tracer: tracer}
+}
+
+// compact turns compact recording on: records go to sink when their
+// dispatch span ends, their times read from clock, their export views
+// carry res and scope (the tracer's own, so exported spans group with the
+// SDK's).
+func (s *Spans) compact(sink recordSink, clock clockwork.Clock, tp trace.TracerProvider, res *resource.Resource, scope instrumentation.Scope) {
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	s.sink, s.clock, s.tp, s.res, s.scope = sink, clock, tp, res, scope
+}
+
+// Watch calls f with the name of every compactly recorded span as it ends,
+// on the request's goroutine (nil: stop). Test harnesses use it to know
+// where a request stands; spans recorded as SDK spans reach span
+// processors instead.
+func (s *Spans) Watch(f func(name string)) {
+	if f == nil {
+		s.watch.Store(nil)
+		return
+	}
+	s.watch.Store(&f)
+}
+
+func (s *Spans) watched(name string) {
+	if f := s.watch.Load(); f != nil {
+		(*f)(name)
+	}
+}
+
+// provider is the tracer provider spans in contexts report.
+func (s *Spans) provider() trace.TracerProvider {
+	if s.tp == nil {
+		return noop.NewTracerProvider()
+	}
+	return s.tp
 }
 
 // Bounds of the caches: their keys come from the config, and each reload
@@ -92,14 +155,20 @@ func (s *Spans) name(prefix, suffix string) string {
 // CallSpan is the dispatch span of one request ("dispatch {model}").
 type CallSpan struct {
 	s    *Spans
-	span trace.Span
+	sp   *spanRec   // compact
+	live trace.Span // an SDK span
 }
 
 // StartCall starts the dispatch span of a request for model under ctx (the
 // SERVER span's context).
 func (s *Spans) StartCall(ctx context.Context, model string) (context.Context, CallSpan) {
-	ctx, span := s.tracer.Start(ctx, s.name(SpanDispatch, model), trace.WithSpanKind(trace.SpanKindInternal))
-	return ctx, CallSpan{s: s, span: span}
+	name := s.name(SpanDispatch, model)
+	if psc := trace.SpanContextFromContext(ctx); s.sink != nil && psc.IsSampled() && !psc.IsRemote() {
+		sp := s.newRecord(psc).add(recDispatch, -1, name)
+		return trace.ContextWithSpan(ctx, sp), CallSpan{s: s, sp: sp}
+	}
+	ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
+	return ctx, CallSpan{s: s, live: span}
 }
 
 // Context returns ctx (its values, not its cancellation) carrying the
@@ -107,7 +176,19 @@ func (s *Spans) StartCall(ctx context.Context, model string) (context.Context, C
 // deadline cancelled the request context, a mid-stream continuation) stay
 // under dispatch.
 func (c CallSpan) Context(ctx context.Context) context.Context {
-	return trace.ContextWithSpan(ctx, c.span)
+	if c.sp != nil {
+		return trace.ContextWithSpan(ctx, c.sp)
+	}
+	return trace.ContextWithSpan(ctx, c.live)
+}
+
+// under returns the index of the record span ctx carries, the dispatch
+// span's when ctx carries none of this record's.
+func (c CallSpan) under(ctx context.Context) int16 {
+	if p := spanIn(ctx); p != nil && p.rec == c.sp.rec {
+		return p.idx
+	}
+	return c.sp.idx
 }
 
 // Skip is an L1 skip: nothing was sent to the channel.
@@ -122,23 +203,24 @@ type Skip struct {
 
 // Skip records a "breaker skip {channel}" span under ctx.
 func (c CallSpan) Skip(ctx context.Context, k Skip) {
+	name := c.s.name(SpanBreakerSkip, k.Channel)
+	if c.sp != nil {
+		sp := c.sp.rec.add(recSkip, c.under(ctx), name)
+		sp.s1, sp.s2, sp.s3, sp.flag2 = k.Channel, k.ChannelRegion, k.State, k.Forced
+		if !k.ReopenAt.IsZero() {
+			sp.flag, sp.n1 = true, k.ReopenAt.UnixNano()
+		}
+		if k.Forced {
+			sp.event(forcedSkipEvent, nil)
+		}
+		sp.finish()
+		return
+	}
 	var a [5]attribute.KeyValue
-	a[0] = attribute.String(AttrChannel, k.Channel)
-	a[1] = attribute.String(AttrChannelRegion, k.ChannelRegion)
-	a[2] = attribute.String(AttrBreakerState, k.State)
-	n := 3
-	if !k.ReopenAt.IsZero() {
-		a[n] = attribute.String(AttrBreakerReopenAt, k.ReopenAt.UTC().Format(time.RFC3339Nano))
-		n++
-	}
+	_, span := c.s.tracer.Start(ctx, name,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(appendSkipAttrs(a[:0], &k)...))
 	if k.Forced {
-		a[n] = attribute.Bool(AttrBreakerForced, true)
-		n++
-	}
-	_, span := c.s.tracer.Start(ctx, c.s.name(SpanBreakerSkip, k.Channel),
-		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(a[:n]...))
-	if k.Forced {
-		span.AddEvent("every channel of the chain is open: trying the one whose cooldown ends first")
+		span.AddEvent(forcedSkipEvent)
 	}
 	span.End()
 }
@@ -164,14 +246,23 @@ func (c CallSpan) Demoted(d Demotion) {
 		a[n] = attribute.String(AttrEarlyWarningDetail, d.Detail)
 		n++
 	}
-	c.span.AddEvent(EventEarlyWarning, trace.WithAttributes(a[:n]...))
+	if c.sp != nil {
+		c.sp.eventAttrs(EventEarlyWarning, append([]attribute.KeyValue(nil), a[:n]...))
+		return
+	}
+	c.live.AddEvent(EventEarlyWarning, trace.WithAttributes(a[:n]...))
 }
 
 // Backoff records the wait before a same-channel retry; the returned func
 // ends it.
 func (c CallSpan) Backoff(ctx context.Context, channel string, d time.Duration) (end func()) {
-	_, span := c.s.tracer.Start(ctx, SpanRetryBackoff,
-		trace.WithAttributes(attribute.String(AttrChannel, channel), attribute.Int64(AttrBackoffMillis, d.Milliseconds())))
+	if c.sp != nil {
+		sp := c.sp.rec.add(recBackoff, c.under(ctx), SpanRetryBackoff)
+		sp.s1, sp.n1 = channel, int64(d)
+		return sp.finish
+	}
+	var a [2]attribute.KeyValue
+	_, span := c.s.tracer.Start(ctx, SpanRetryBackoff, trace.WithAttributes(appendBackoffAttrs(a[:0], channel, d)...))
 	return func() { span.End() }
 }
 
@@ -182,14 +273,15 @@ type Degraded struct {
 
 // Degraded records a "degraded reply" span under the dispatch span.
 func (c CallSpan) Degraded(ctx context.Context, d Degraded) {
+	if c.sp != nil {
+		sp := c.sp.rec.add(recDegraded, c.sp.idx, SpanDegradedReply)
+		sp.s1, sp.s2, sp.s3, sp.s4 = d.Reason, d.Model, d.Mode, d.Code
+		sp.finish()
+		return
+	}
+	var a [4]attribute.KeyValue
 	_, span := c.s.tracer.Start(c.Context(ctx), SpanDegradedReply,
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(
-			attribute.String(AttrDegradedReason, d.Reason),
-			attribute.String(AttrModel, d.Model),
-			attribute.String(AttrDegradedMode, d.Mode),
-			attribute.String(AttrErrorCode, d.Code),
-		))
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(appendDegradedAttrs(a[:0], &d)...))
 	span.End()
 }
 
@@ -207,37 +299,41 @@ type CallEnd struct {
 }
 
 // End ends the dispatch span and puts the request's outcome on the SERVER
-// span (the span of ctx, the handler's context).
+// span (the span of ctx, the handler's context). A compact record goes to
+// the sampler here: every span of the request has ended.
 func (c CallSpan) End(ctx context.Context, e *CallEnd) {
-	server := trace.SpanFromContext(ctx)
-	a := [7]attribute.KeyValue{
-		attribute.String(AttrModel, e.Model),
-		attribute.String(AttrChain, e.Chain),
-		attribute.Int(AttrHops, e.Hops),
-		attribute.String(AttrOutcome, e.Outcome),
-		attribute.String(AttrFailoverPath, e.Path),
+	if sp := c.sp; sp != nil {
+		r := sp.rec
+		r.call = *e
+		if callFailed(e.Outcome) {
+			sp.fail(e.Outcome)
+		}
+		sp.finish()
+		endServer(ctx, e)
+		if !r.sent {
+			r.sent = true
+			r.s.sink.endRecord(r)
+		}
+		return
 	}
-	n := 5
-	if e.Tenant != "" {
-		a[n] = attribute.String(AttrTenant, e.Tenant)
-		n++
+	var a [7]attribute.KeyValue
+	c.live.SetAttributes(appendCallEndAttrs(a[:0], e)...)
+	if callFailed(e.Outcome) {
+		c.live.SetStatus(codes.Error, e.Outcome)
 	}
-	if e.ServedModel != "" {
-		a[n] = attribute.String(AttrServedModel, e.ServedModel)
-		n++
-	}
-	c.span.SetAttributes(a[:n]...)
-	if e.Outcome != OutcomeOK && e.Outcome != OutcomeFailoverOK {
-		c.span.SetStatus(codes.Error, e.Outcome)
-	}
-	c.span.End()
+	c.live.End()
+	endServer(ctx, e)
+}
 
+// endServer puts the request's outcome on the SERVER span of ctx.
+func endServer(ctx context.Context, e *CallEnd) {
+	server := trace.SpanFromContext(ctx)
 	r := [5]attribute.KeyValue{
 		attribute.String(AttrFailoverPath, e.Path),
 		attribute.String(AttrOutcome, e.Outcome),
 		attribute.String(AttrModel, e.Model),
 	}
-	n = 3
+	n := 3
 	if e.Tenant != "" {
 		r[n] = attribute.String(AttrTenant, e.Tenant)
 		n++
@@ -275,38 +371,26 @@ type HopStart struct {
 // HopSpan is the CLIENT span of one hop ("{operation} {upstream_model}").
 type HopSpan struct {
 	s    *Spans
-	span trace.Span
+	sp   *spanRec
+	live trace.Span
 }
 
 // StartHop starts a hop's span under parent; the returned context carries
 // it (the upstream request's traceparent names it).
 func (s *Spans) StartHop(parent context.Context, h *HopStart) (context.Context, HopSpan) {
 	u := s.urlAttrs(h.BaseURL, h.Path)
-	var a [12]attribute.KeyValue
-	a[0] = attribute.String(AttrGenAIOperation, h.Operation)
-	a[1] = attribute.String(AttrGenAIProvider, h.Provider)
-	a[2] = attribute.String(AttrGenAIRequestModel, h.RequestModel)
-	a[3] = attribute.String(AttrChannel, h.Channel)
-	a[4] = attribute.String(AttrChannelRegion, h.ChannelRegion)
-	a[5] = attribute.Int(AttrHopIndex, h.Index)
-	n := 6
-	switch {
-	case h.Continuation != "":
-		a[n] = attribute.String(AttrContinuationMode, h.Continuation)
-		a[n+1] = attribute.Int(AttrResumeDelivered, h.Delivered)
-		n += 2
-	default:
-		a[n] = attribute.String("http.request.method", "POST")
-		n++
-		if h.Retry > 0 {
-			a[n] = attribute.Int(AttrHopRetry, h.Retry)
-			n++
-		}
+	name := s.name(h.Operation, h.RequestModel)
+	if p := spanIn(parent); p != nil {
+		r := p.rec
+		sp := r.add(recHop, p.idx, name)
+		hr := r.newHop(sp)
+		hr.start, hr.url = *h, u
+		return trace.ContextWithSpan(parent, sp), HopSpan{s: s, sp: sp}
 	}
-	n += copy(a[n:], u)
-	ctx, span := s.tracer.Start(parent, s.name(h.Operation, h.RequestModel),
-		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(a[:n]...))
-	return ctx, HopSpan{s: s, span: span}
+	var a [12]attribute.KeyValue
+	ctx, span := s.tracer.Start(parent, name,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(appendHopStartAttrs(a[:0], h, u)...))
+	return ctx, HopSpan{s: s, live: span}
 }
 
 // urlKey is an upstream URL as the config gives it.
@@ -337,70 +421,130 @@ func (s *Spans) urlAttrs(base, path string) []attribute.KeyValue {
 	})
 }
 
+// child starts a span of kind what named name under the record span ctx
+// carries, the hop itself when ctx carries none of its record's.
+func (h HopSpan) child(ctx context.Context, what recKind, name string) *spanRec {
+	parent := h.sp.idx
+	if p := spanIn(ctx); p != nil && p.rec == h.sp.rec {
+		parent = p.idx
+	}
+	return h.sp.rec.add(what, parent, name)
+}
+
 // AwaitSpan is the hop's "await headers" span: L4's wait.
-type AwaitSpan struct{ span trace.Span }
+type AwaitSpan struct {
+	sp   *spanRec
+	live trace.Span
+}
 
 // AwaitHeaders starts the "await headers" span under the hop (ctx: the
 // hop's context).
 func (h HopSpan) AwaitHeaders(ctx context.Context) AwaitSpan {
+	if h.sp != nil {
+		return AwaitSpan{sp: h.child(ctx, recAwait, SpanAwaitHeaders)}
+	}
 	_, span := h.s.tracer.Start(ctx, SpanAwaitHeaders, trace.WithSpanKind(trace.SpanKindInternal))
-	return AwaitSpan{span}
+	return AwaitSpan{live: span}
 }
 
 // Arrived ends the wait: headers arrived, or the hop ended without failing
 // the channel (the client left).
-func (a AwaitSpan) Arrived() { a.span.End() }
+func (a AwaitSpan) Arrived() {
+	if a.sp != nil {
+		a.sp.finish()
+		return
+	}
+	a.live.End()
+}
 
 // TimedOut ends the wait with the header timeout after d.
 func (a AwaitSpan) TimedOut(d time.Duration) {
-	a.span.SetAttributes(attribute.String(AttrErrorType, ErrTypeHeaderTimeout))
-	a.span.SetStatus(codes.Error, "header timeout after "+d.String())
-	a.span.End()
+	desc := "header timeout after " + d.String()
+	if a.sp != nil {
+		a.sp.flag = true
+		a.sp.fail(desc)
+		a.sp.finish()
+		return
+	}
+	a.live.SetAttributes(attribute.String(AttrErrorType, ErrTypeHeaderTimeout))
+	a.live.SetStatus(codes.Error, desc)
+	a.live.End()
 }
 
 // Failed ends the wait with a transport error.
 func (a AwaitSpan) Failed(err error) {
-	a.span.SetStatus(codes.Error, err.Error())
-	a.span.End()
+	if a.sp != nil {
+		a.sp.fail(err.Error())
+		a.sp.finish()
+		return
+	}
+	a.live.SetStatus(codes.Error, err.Error())
+	a.live.End()
 }
 
 // GateSpan is the hop's "stream gate" span: L3's hold.
-type GateSpan struct{ span trace.Span }
+type GateSpan struct {
+	sp   *spanRec
+	live trace.Span
+}
 
 // Gate starts the "stream gate" span under the hop.
 func (h HopSpan) Gate(ctx context.Context) GateSpan {
+	if h.sp != nil {
+		return GateSpan{sp: h.child(ctx, recGate, SpanStreamGate)}
+	}
 	_, span := h.s.tracer.Start(ctx, SpanStreamGate, trace.WithSpanKind(trace.SpanKindInternal))
-	return GateSpan{span}
+	return GateSpan{live: span}
 }
 
 // Decided ends the gate with its decision and what it held.
 func (g GateSpan) Decided(decision string, frames, bytes int) {
-	g.span.SetAttributes(
-		attribute.String(AttrGateDecision, decision),
-		attribute.Int(AttrGateFramesHeld, frames),
-		attribute.Int(AttrGateBytesHeld, bytes),
-	)
-	if decision != GateCommitContent && decision != GateCommitTimeout {
-		g.span.SetStatus(codes.Error, decision)
+	if g.sp != nil {
+		g.sp.s1, g.sp.n1, g.sp.n2 = decision, int64(frames), int64(bytes)
+		if gateFailed(decision) {
+			g.sp.fail(decision)
+		}
+		g.sp.finish()
+		return
 	}
-	g.span.End()
+	var a [3]attribute.KeyValue
+	g.live.SetAttributes(appendGateAttrs(a[:0], decision, frames, bytes)...)
+	if gateFailed(decision) {
+		g.live.SetStatus(codes.Error, decision)
+	}
+	g.live.End()
 }
 
 // Dropped records what a cross-family hop left out of the request: fields
 // the target family cannot express, betas its allow-list refused.
 func (h HopSpan) Dropped(fields, betas []string) {
-	switch {
-	case len(fields) > 0 && len(betas) > 0:
-		h.span.SetAttributes(attribute.StringSlice(AttrTranslationDropped, fields), attribute.StringSlice(AttrBetaDropped, betas))
-	case len(fields) > 0:
-		h.span.SetAttributes(attribute.StringSlice(AttrTranslationDropped, fields))
-	case len(betas) > 0:
-		h.span.SetAttributes(attribute.StringSlice(AttrBetaDropped, betas))
+	if len(fields) == 0 && len(betas) == 0 {
+		return
 	}
+	if h.sp != nil {
+		if len(fields) > 0 {
+			h.sp.hop.fields = fields
+		}
+		if len(betas) > 0 {
+			h.sp.hop.betas = betas
+		}
+		return
+	}
+	var a [2]attribute.KeyValue
+	h.live.SetAttributes(appendDroppedAttrs(a[:0], fields, betas)...)
 }
 
 // Error records err as an exception event.
-func (h HopSpan) Error(err error) { h.span.RecordError(err) }
+func (h HopSpan) Error(err error) {
+	if err == nil {
+		return
+	}
+	if h.sp != nil {
+		h.sp.event("", err)
+		return
+	}
+	h.live.RecordError(err)
+}
 
 // Stream ends of a committed answer (hopgate.stream.end).
 const (
@@ -414,9 +558,16 @@ const (
 // interrupted or aborted one error.type stream_interrupted) and why, for
 // an aborted one, as an event.
 func (h HopSpan) StreamEnd(end, why string) {
-	h.span.SetAttributes(attribute.String(AttrStreamEnd, end))
+	if h.sp != nil {
+		h.sp.hop.streamEnd = end
+		if end == StreamAborted {
+			h.sp.event(abortedEvent(why), nil)
+		}
+		return
+	}
+	h.live.SetAttributes(attribute.String(AttrStreamEnd, end))
 	if end == StreamAborted {
-		h.span.AddEvent("client connection aborted: " + why)
+		h.live.AddEvent(abortedEvent(why))
 	}
 }
 
@@ -440,37 +591,18 @@ type HopEnd struct {
 
 // End ends the hop's span with every attribute of its end in one call.
 func (h HopSpan) End(e *HopEnd) {
+	if sp := h.sp; sp != nil {
+		sp.hop.end, sp.hop.ended = *e, true
+		if e.Failed {
+			sp.fail(e.Label)
+		}
+		sp.finish()
+		return
+	}
 	var a [9]attribute.KeyValue
-	a[0] = attribute.String(AttrHopOutcome, e.Outcome)
-	n := 1
-	if e.Status > 0 {
-		a[n] = attribute.Int("http.response.status_code", e.Status)
-		n++
-	}
-	if e.ErrorType != "" {
-		a[n] = attribute.String(AttrErrorType, e.ErrorType)
-		n++
-	}
-	if e.RetryAfter > 0 {
-		a[n] = attribute.Float64(AttrRetryAfter, e.RetryAfter.Seconds())
-		n++
-	}
-	if e.ResponseModel != "" {
-		a[n] = attribute.String(AttrGenAIResponseMdl, e.ResponseModel)
-		n++
-	}
-	if e.Usage {
-		a[n] = attribute.Int64(AttrGenAIInputTokens, e.InputTokens)
-		a[n+1] = attribute.Int64(AttrGenAIOutputTokens, e.OutputTokens)
-		n += 2
-	}
-	if e.Dropped > 0 {
-		a[n] = attribute.Int(AttrStreamDropped, e.Dropped)
-		n++
-	}
-	h.span.SetAttributes(a[:n]...)
+	h.live.SetAttributes(appendHopEndAttrs(a[:0], e)...)
 	if e.Failed {
-		h.span.SetStatus(codes.Error, e.Label)
+		h.live.SetStatus(codes.Error, e.Label)
 	}
-	h.span.End()
+	h.live.End()
 }

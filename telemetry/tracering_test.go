@@ -37,7 +37,7 @@ func ringRequest(tp trace.TracerProvider, model, path string, lateHop bool, pad 
 			continue
 		}
 		if result == StepDemoted {
-			CallSpan{span: disp}.Demoted(Demotion{Channel: ch, Reason: "header_latency", Until: time.Unix(0, 0)})
+			CallSpan{live: disp}.Demoted(Demotion{Channel: ch, Reason: "header_latency", Until: time.Unix(0, 0)})
 			continue
 		}
 		hctx, hop := tr.Start(dctx, "chat m", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(

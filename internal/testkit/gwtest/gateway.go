@@ -76,6 +76,10 @@ type Options struct {
 	// channels, given the started fakes (a service-account key whose
 	// token_uri is a fake's token endpoint, static AWS keys).
 	Providers func(*Fakes) provider.Options
+	// PlainSpans records the engine's spans as SDK spans from their start
+	// (telemetry.Options.PlainSpans), not as compact records: the
+	// reference the compact recorder is compared with.
+	PlainSpans bool
 }
 
 // Gateway is a running gateway under test and the upstreams it runs
@@ -251,6 +255,7 @@ func (g *Gateway) setupTelemetry(o Options) {
 		FailoverLogSize: g.Config.Telemetry.FailoverLogSize,
 		Getenv:          func(k string) string { return o.OTELEnv[k] },
 		Clock:           o.Clock,
+		PlainSpans:      o.PlainSpans,
 	}
 	if g.Clock != nil {
 		topts.Clock = g.Clock // not Armed: only the engine's timers are recorded
@@ -279,6 +284,7 @@ func (g *Gateway) setupTelemetry(o Options) {
 func (g *Gateway) watchSpans() {
 	g.watch = newSpanWatch()
 	g.Tel.TracerProvider.RegisterSpanProcessor(g.watch)
+	g.Tel.Spans.Watch(g.watch.spanEnded)
 }
 
 // clock is the engine's clock: Armed, or Options.Clock.

@@ -12,7 +12,8 @@ import (
 	"github.com/hopgate/hopgate/internal/testkit"
 )
 
-// spanWatch sees every span end, synchronously at End, so a test can tell
+// spanWatch sees every span end, synchronously at End (SDK spans as a span
+// processor, the engine's compact spans through Spans.Watch), so a test can tell
 // where a request is ("await headers" ended: the gate runs) and when a
 // trace's local root ended. Registered after the tail sampler, it sees a
 // root only once the sampler has decided its trace.
@@ -42,15 +43,27 @@ func (w *spanWatch) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 func (w *spanWatch) OnEnd(s sdktrace.ReadOnlySpan) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.ended[s.Name()]++
 	// A local root has no parent, or a remote one (the client's traceparent).
 	if p := s.Parent(); !p.IsValid() || p.IsRemote() {
 		w.roots[w.next%len(w.roots)] = s.SpanContext().TraceID()
 		w.next++
 	}
+	w.endedLocked(s.Name())
+}
+
+// spanEnded sees the end of a span the engine records compactly
+// (telemetry.Spans.Watch): those reach no span processor as they end.
+func (w *spanWatch) spanEnded(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.endedLocked(name)
+}
+
+func (w *spanWatch) endedLocked(name string) {
+	w.ended[name]++
 	kept := w.waiters[:0]
 	for _, e := range w.waiters {
-		if e.name == s.Name() {
+		if e.name == name {
 			close(e.ch)
 			continue
 		}

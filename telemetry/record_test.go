@@ -1,0 +1,197 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// recordedRequest plays one request through tel's recorder the way the
+// engine does (a SERVER span, dispatch, one hop with "await headers"),
+// failing the hop when failHop; it returns the trace id and the span id
+// the hop's context carried (what traceparent sends upstream).
+func recordedRequest(tel *Telemetry, failHop bool) (trace.TraceID, trace.SpanID) {
+	ctx, server := tel.Tracer.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer))
+	cctx, call := tel.Spans.StartCall(ctx, "m")
+	hctx, hop := tel.Spans.StartHop(cctx, &HopStart{Operation: OperationChat, Provider: "openai", RequestModel: "m",
+		Channel: "a", ChannelRegion: "r", BaseURL: "http://127.0.0.1:1/v1", Path: "/chat/completions"})
+	hop.AwaitHeaders(hctx).Arrived()
+	end := &CallEnd{Model: "m", Chain: "a", Hops: 1, Outcome: OutcomeOK, Path: "a:ok", ServedModel: "m"}
+	if failHop {
+		hop.Error(errors.New("upstream said no"))
+		hop.End(&HopEnd{Outcome: HopFinal, Status: 400, ErrorType: "400"})
+		end.Outcome, end.Path, end.ServedModel = OutcomeFinalError, "a:400", ""
+	} else {
+		hop.End(&HopEnd{Outcome: HopOK, Status: 200, ResponseModel: "m", Usage: true, InputTokens: 1, OutputTokens: 2})
+	}
+	call.End(ctx, end)
+	server.End()
+	return server.SpanContext().TraceID(), trace.SpanContextFromContext(hctx).SpanID()
+}
+
+// With a healthy ratio of one half, a healthy request's trace is exported
+// whole exactly when the ratio's trace-id arithmetic keeps it (the
+// exemplar filter's), and not at all otherwise; an interesting one always
+// is. The exported hop span has the id its context carried before the
+// decision, so traceparent and the exported trace agree.
+func TestRecordExportedOnlyWhenKept(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tel, err := Setup(context.Background(), Options{HealthyRatio: 0.5, SpanExporter: exp,
+		Getenv: func(string) string { return "" }, Clock: clockwork.NewFakeClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	if tel.Spans.sink == nil {
+		t.Fatal("compact recording is off")
+	}
+	type req struct {
+		hop  trace.SpanID
+		keep bool
+	}
+	reqs := map[trace.TraceID]req{}
+	ratio := sdktrace.TraceIDRatioBased(0.5)
+	kept := 0
+	for i := range 200 {
+		fail := i%10 == 0
+		id, hop := recordedRequest(tel, fail)
+		keep := fail || keepHealthy(ratio, id)
+		if keep {
+			kept++
+		}
+		reqs[id] = req{hop, keep}
+	}
+	if kept < 80 || kept > 140 {
+		t.Fatalf("%d of 200 traces kept at a healthy ratio of 0.5 (20 failed)", kept)
+	}
+	if err := tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := map[trace.TraceID][]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		spans[s.SpanContext.TraceID()] = append(spans[s.SpanContext.TraceID()], s)
+	}
+	for id, r := range reqs {
+		got := spans[id]
+		if !r.keep {
+			if len(got) != 0 {
+				t.Fatalf("trace %s dropped by the ratio exported %d spans", id, len(got))
+			}
+			continue
+		}
+		if len(got) != 4 {
+			t.Fatalf("kept trace %s exported %d spans, want server, dispatch, hop, await headers", id, len(got))
+		}
+		found := false
+		for _, s := range got {
+			if s.SpanKind == trace.SpanKindClient && s.SpanContext.SpanID() == r.hop {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("trace %s: no exported hop span has the id its context carried", id)
+		}
+	}
+}
+
+// The ring gets a kept interesting trace whole when spans are recorded
+// compactly, with or without an exporter behind the sampler.
+func TestRecordReachesTraceRing(t *testing.T) {
+	for _, exporter := range []bool{true, false} {
+		o := Options{HealthyRatio: 0.1, Getenv: func(string) string { return "" }}
+		if exporter {
+			o.SpanExporter = tracetest.NewInMemoryExporter()
+		}
+		tel, err := Setup(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := recordedRequest(tel, true)
+		rec := tel.Traces.Get(id)
+		if rec == nil || len(rec.Spans) != 4 || rec.Outcome != OutcomeFinalError {
+			t.Fatalf("exporter %v: ring holds %+v", exporter, rec)
+		}
+		_ = tel.Shutdown(context.Background())
+	}
+}
+
+// BenchmarkRequestSpans is the span work of one healthy request (SERVER
+// span, dispatch, hop, await headers; export to a discarding exporter):
+// compact records at a healthy ratio of 0 (dropped) and 1 (kept, built and
+// exported), and SDK spans from the start (PlainSpans) at both.
+func BenchmarkRequestSpans(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		ratio float64
+		plain bool
+	}{
+		{"compact/dropped", 0, false},
+		{"compact/kept", 1, false},
+		{"sdk/dropped", 0, true},
+		{"sdk/kept", 1, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			tel, err := Setup(context.Background(), Options{HealthyRatio: bc.ratio, SpanExporter: discardExporter{},
+				PlainSpans: bc.plain, Getenv: func(string) string { return "" }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tel.Shutdown(context.Background())
+			b.ReportAllocs()
+			for b.Loop() {
+				recordedRequest(tel, false)
+			}
+		})
+	}
+}
+
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// Span times follow the engine's clock (a hop that waited 10 s on a fake
+// clock lasts exactly 10 s) but are placed from the wall clock at the
+// record's start, so they sit with their otelhttp SERVER span, whose times
+// are the SDK's, even when the engine's clock is fake.
+func TestRecordTimesFromEngineClock(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 12, 9, 41, 30, 0, time.UTC))
+	tel, err := Setup(context.Background(), Options{HealthyRatio: 1, SpanExporter: exp, Clock: clock,
+		Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	ctx, server := tel.Tracer.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer))
+	cctx, call := tel.Spans.StartCall(ctx, "m")
+	_, hop := tel.Spans.StartHop(cctx, &HopStart{Operation: OperationChat, RequestModel: "m", Channel: "a"})
+	clock.Advance(10 * time.Second)
+	hop.End(&HopEnd{Outcome: HopOK})
+	call.End(ctx, &CallEnd{Model: "m", Outcome: OutcomeOK, Path: "a:ok"})
+	server.End()
+	if err := tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var root, hopSpan tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		switch s.SpanKind {
+		case trace.SpanKindServer:
+			root = s
+		case trace.SpanKindClient:
+			hopSpan = s
+		}
+	}
+	if d := hopSpan.EndTime.Sub(hopSpan.StartTime); d != 10*time.Second {
+		t.Errorf("hop lasted %v on the engine's clock, want 10s", d)
+	}
+	if off := hopSpan.StartTime.Sub(root.StartTime); off < 0 || off > time.Minute {
+		t.Errorf("hop starts %v after its SERVER span: not placed on the wall clock", off)
+	}
+}
