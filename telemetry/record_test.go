@@ -195,3 +195,57 @@ func TestRecordTimesFromEngineClock(t *testing.T) {
 		t.Errorf("hop starts %v after its SERVER span: not placed on the wall clock", off)
 	}
 }
+
+// When every trace is kept (healthy ratio 1) a record's spans go on as the
+// dispatch span ends: the ring collects them for the root's decision, and
+// an errored span among them makes the trace interesting although the
+// request's outcome is ok (a failed hop hidden behind a healthy-looking
+// root: the decision counter and the ring must still see it).
+func TestRecordKeepAllFeedsRingAndDecision(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tel, err := Setup(context.Background(), Options{HealthyRatio: 1, SpanExporter: exp,
+		Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	if tel.Spans.sink == nil || !tel.sampler.all {
+		t.Fatal("want compact records behind a keep-all sampler")
+	}
+	request := func(hopErr bool) trace.TraceID {
+		ctx, server := tel.Tracer.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer))
+		cctx, call := tel.Spans.StartCall(ctx, "m")
+		hctx, hop := tel.Spans.StartHop(cctx, &HopStart{Operation: OperationChat, Provider: "openai", RequestModel: "m",
+			Channel: "a", ChannelRegion: "r", BaseURL: "http://127.0.0.1:1/v1", Path: "/chat/completions"})
+		hop.AwaitHeaders(hctx).Arrived()
+		end := &HopEnd{Outcome: HopOK, Status: 200, ResponseModel: "m"}
+		if hopErr {
+			hop.Error(errors.New("upstream said no"))
+			end.Failed, end.Label = true, "stream_error"
+		}
+		hop.End(end)
+		call.End(ctx, &CallEnd{Model: "m", Chain: "a", Hops: 1, Outcome: OutcomeOK, Path: "a:ok", ServedModel: "m"})
+		server.End()
+		return server.SpanContext().TraceID()
+	}
+	healthy := request(false)
+	errored := request(true)
+	if got := tel.sampler.counts.interesting.Load(); got != 1 {
+		t.Errorf("%d interesting decisions, want 1 (the errored hop)", got)
+	}
+	if got := tel.sampler.counts.healthyKept.Load(); got != 1 {
+		t.Errorf("%d healthy kept, want 1", got)
+	}
+	if rec := tel.Traces.Get(errored); rec == nil || len(rec.Spans) != 4 {
+		t.Errorf("ring holds %+v for the errored trace, want its 4 spans", rec)
+	}
+	if rec := tel.Traces.Get(healthy); rec != nil {
+		t.Errorf("ring holds the healthy trace: %+v", rec)
+	}
+	if err := tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(exp.GetSpans()); n != 8 {
+		t.Errorf("%d spans exported, want 8 (both traces whole)", n)
+	}
+}

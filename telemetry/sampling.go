@@ -341,24 +341,45 @@ func (p *failoverProcessor) keepAll(s sdktrace.ReadOnlySpan, id trace.TraceID, i
 		}
 		p.ring.finish(s, interesting || p.ring.keepsHealthy())
 	case isErr:
-		p.mu.Lock()
-		if _, ok := p.errored[id]; !ok {
-			// A bounded ring: the oldest note goes (if its root has not
-			// come yet, its trace only misses from the decision counter).
-			if old := p.erroredRing[p.erroredNext]; old.IsValid() {
-				delete(p.errored, old)
-			}
-			p.erroredRing[p.erroredNext] = id
-			p.erroredNext = (p.erroredNext + 1) % len(p.erroredRing)
-			p.errored[id] = struct{}{}
-			p.nErrored.Store(int64(len(p.errored)))
-		}
-		p.mu.Unlock()
+		p.noteErrored(id)
 	}
 	if !isRoot {
 		p.ring.collect(id, s)
 	}
 	p.next.OnEnd(s)
+}
+
+// noteErrored notes that a span of trace id has ended in error, for its
+// root's decision.
+func (p *failoverProcessor) noteErrored(id trace.TraceID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.errored[id]; ok {
+		return
+	}
+	// A bounded ring: the oldest note goes (if its root has not come yet,
+	// its trace only misses from the decision counter).
+	if old := p.erroredRing[p.erroredNext]; old.IsValid() {
+		delete(p.errored, old)
+	}
+	p.erroredRing[p.erroredNext] = id
+	p.erroredNext = (p.erroredNext + 1) % len(p.erroredRing)
+	p.errored[id] = struct{}{}
+	p.nErrored.Store(int64(len(p.errored)))
+}
+
+// keepAllRecord is keepAll for the spans of a record (none is a root):
+// an error among them is noted once, the ring collects them under one
+// lock, and they go on.
+func (p *failoverProcessor) keepAllRecord(r *record, id trace.TraceID) {
+	spans := r.export()
+	if r.err {
+		p.noteErrored(id)
+	}
+	p.ring.collectAll(id, spans)
+	for _, s := range spans {
+		p.next.OnEnd(s)
+	}
 }
 
 func hasKey(m map[trace.TraceID]bool, id trace.TraceID) bool {
@@ -384,9 +405,7 @@ func (p *failoverProcessor) endRecord(r *record) {
 	id := r.parent.TraceID()
 	n := len(r.order)
 	if p.all {
-		for _, s := range r.export() {
-			p.keepAll(s, id, false, s.Status().Code == codes.Error)
-		}
+		p.keepAllRecord(r, id)
 		return
 	}
 	var (

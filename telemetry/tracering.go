@@ -343,13 +343,21 @@ func (r *TraceRing) removeLocked(t *TraceRecord) {
 // collect notes an ended non-root span of a trace whose root is still
 // open. Used when the sampler keeps every trace and so buffers none.
 func (r *TraceRing) collect(id trace.TraceID, s sdktrace.ReadOnlySpan) {
-	if r == nil {
+	r.collectAll(id, []sdktrace.ReadOnlySpan{s})
+}
+
+// collectAll is collect for several spans of one trace, under one lock
+// (a request's compact record).
+func (r *TraceRing) collectAll(id trace.TraceID, ss []sdktrace.ReadOnlySpan) {
+	if r == nil || len(ss) == 0 {
 		return
 	}
 	r.pmu.Lock()
 	if _, done := r.finished[id]; done {
 		r.pmu.Unlock()
-		r.addLate(s)
+		for _, s := range ss {
+			r.addLate(s)
+		}
 		return
 	}
 	defer r.pmu.Unlock()
@@ -371,8 +379,8 @@ func (r *TraceRing) collect(id trace.TraceID, s sdktrace.ReadOnlySpan) {
 		r.pendRing[r.pendNext] = id
 		r.pendNext = (r.pendNext + 1) % ringMaxPending
 	}
-	if len(spans) < ringMaxSpansPerTrace-1 {
-		r.pending[id] = append(spans, s)
+	if room := ringMaxSpansPerTrace - 1 - len(spans); room > 0 {
+		r.pending[id] = append(spans, ss[:min(room, len(ss))]...)
 	}
 }
 
