@@ -249,3 +249,32 @@ func TestRecordKeepAllFeedsRingAndDecision(t *testing.T) {
 		t.Errorf("%d spans exported, want 8 (both traces whole)", n)
 	}
 }
+
+// A record that would overflow its trace's buffer goes on at once, whole,
+// like SDK spans that overflow (TestFailoverProcessorOverflow), and is
+// counted; one that just fits is held and, healthy at ratio 0, dropped.
+func TestRecordOverflow(t *testing.T) {
+	for _, tc := range []struct {
+		max, exported int
+		overflow      int64
+	}{
+		{max: 2, exported: 4, overflow: 3}, // the record's 3 spans do not fit: they and the root go on
+		{max: 3, exported: 0, overflow: 0}, // they fit: held, then dropped with the healthy trace
+	} {
+		exp := tracetest.NewInMemoryExporter()
+		tel, err := Setup(context.Background(), Options{HealthyRatio: 0, SpanExporter: exp,
+			Getenv: func(string) string { return "" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tel.sampler.maxSpansPerTrace = tc.max
+		recordedRequest(tel, false)
+		if err := tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n, o := len(exp.GetSpans()), tel.sampler.counts.overflow.Load(); n != tc.exported || o != tc.overflow {
+			t.Errorf("max %d spans per trace: %d exported, overflow %d; want %d and %d", tc.max, n, o, tc.exported, tc.overflow)
+		}
+		_ = tel.Shutdown(context.Background())
+	}
+}

@@ -263,32 +263,12 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 		case t != nil:
 			recycle(t)
 		}
-	case t == nil && p.decided[id]:
-		self, late = true, true // late span of a kept trace
-	case t == nil && hasKey(p.decided, id):
-		// late span of a dropped trace
-	case t == nil && (len(p.traces) >= p.maxTraces || p.buffered >= p.maxSpansTotal):
-		p.counts.overflow.Add(1)
-		self = true
-	case t == nil:
-		t = tracePool.Get().(*pendingTrace)
-		t.id, t.created = id, p.clock.Now()
-		p.age.pushBack(t)
-		p.traces[id] = t
-		fallthrough
 	default:
-		switch {
-		case t.passthrough:
-			self = true
-		case t.size() >= p.maxSpansPerTrace || p.buffered >= p.maxSpansTotal:
-			p.counts.overflow.Add(int64(t.size() + 1))
-			self = true
-			forward = p.drainLocked(t, forward)
-			t.passthrough = true
-		default:
-			t.spans = append(t.spans, s)
-			t.anyError = t.anyError || isErr
-			p.buffered++
+		var buf *pendingTrace
+		buf, self, late, forward = p.placeLocked(id, t, 1, forward)
+		if buf != nil {
+			buf.spans = append(buf.spans, s)
+			buf.anyError = buf.anyError || isErr
 		}
 	}
 	p.mu.Unlock()
@@ -408,43 +388,15 @@ func (p *failoverProcessor) endRecord(r *record) {
 		p.keepAllRecord(r, id)
 		return
 	}
-	var (
-		forward []sdktrace.ReadOnlySpan
-		self    bool // r's spans go on now
-		late    bool // they join a kept trace whose root ended
-	)
 	p.mu.Lock()
-	forward = p.sweepLocked(forward)
-	t := p.traces[id]
-	switch {
-	case t == nil && p.decided[id]:
-		self, late = true, true
-	case t == nil && hasKey(p.decided, id):
-		// a dropped trace
-	case t == nil && (len(p.traces) >= p.maxTraces || p.buffered >= p.maxSpansTotal):
-		p.counts.overflow.Add(int64(n))
-		self = true
-	case t == nil:
-		t = tracePool.Get().(*pendingTrace)
-		t.id, t.created = id, p.clock.Now()
-		p.age.pushBack(t)
-		p.traces[id] = t
-		fallthrough
-	default:
-		switch {
-		case t.passthrough:
-			self = true
-		case t.size()+n > p.maxSpansPerTrace || p.buffered+n > p.maxSpansTotal:
-			p.counts.overflow.Add(int64(t.size() + n))
-			self = true
-			forward = p.drainLocked(t, forward)
-			t.passthrough = true
-		default:
-			t.recs = append(t.recs, r)
-			t.nrec += n
-			t.anyError = t.anyError || r.err
-			p.buffered += n
-		}
+	forward := p.sweepLocked(nil)
+	// self: r's spans go on now; late: they join a kept trace whose root
+	// ended.
+	buf, self, late, forward := p.placeLocked(id, p.traces[id], n, forward)
+	if buf != nil {
+		buf.recs = append(buf.recs, r)
+		buf.nrec += n
+		buf.anyError = buf.anyError || r.err
 	}
 	p.mu.Unlock()
 
@@ -459,6 +411,39 @@ func (p *failoverProcessor) endRecord(r *record) {
 			p.next.OnEnd(s)
 		}
 	}
+}
+
+// placeLocked decides where n ended non-root spans of trace id go (t: its
+// pending trace, nil if none). buf non-nil: into buf, which counts them
+// in p.buffered (the caller appends them); self: on at once, late when
+// they follow a kept trace whose root has ended; neither: nowhere, their
+// trace was dropped. Spans of traces that overflow are added to forward.
+func (p *failoverProcessor) placeLocked(id trace.TraceID, t *pendingTrace, n int, forward []sdktrace.ReadOnlySpan) (buf *pendingTrace, self, late bool, _ []sdktrace.ReadOnlySpan) {
+	switch {
+	case t == nil && p.decided[id]:
+		return nil, true, true, forward
+	case t == nil && hasKey(p.decided, id):
+		return nil, false, false, forward
+	case t == nil && (len(p.traces) >= p.maxTraces || p.buffered >= p.maxSpansTotal):
+		p.counts.overflow.Add(int64(n))
+		return nil, true, false, forward
+	case t == nil:
+		t = tracePool.Get().(*pendingTrace)
+		t.id, t.created = id, p.clock.Now()
+		p.age.pushBack(t)
+		p.traces[id] = t
+	}
+	switch {
+	case t.passthrough:
+		return nil, true, false, forward
+	case t.size()+n > p.maxSpansPerTrace || p.buffered+n > p.maxSpansTotal:
+		p.counts.overflow.Add(int64(t.size() + n))
+		forward = p.drainLocked(t, forward)
+		t.passthrough = true
+		return nil, true, false, forward
+	}
+	p.buffered += n
+	return t, false, false, forward
 }
 
 // rememberLocked records a root decision in a fixed ring, evicting the oldest.
