@@ -99,7 +99,7 @@ fuzz:
 ## soak: bounded mixed-traffic soak on loopback, under the memory ceiling of
 ## deploy/k8s (a peak RSS above the 512 MiB container limit fails) with
 ## a raised share of endless bodies and frames (docs/reliability.md).
-## DURATION=10m for the long one (50/s peaked at 311 MiB for 10 minutes on two
+## DURATION=10m for the long one (10 minutes peaked at 311 MiB at 50/s and 473 MiB at 250/s on two
 ## shared cores); MEMORY_LIMIT is the runtime's soft limit, 90 % of the 512 MiB
 ## container (as HOPGATE_MEMORY_LIMIT sets it), RSS_CEILING the container's;
 ## MEMORY_LIMIT=0: no limit.
