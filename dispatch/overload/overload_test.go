@@ -53,6 +53,17 @@ func TestHold(t *testing.T) {
 	if b.Used() != 0 || h.Held() != 0 {
 		t.Fatalf("after release: used %d held %d", b.Used(), h.Held())
 	}
+	// Shrink gives back part of a hold (a body reader returning pooled
+	// chunks), never more than is held.
+	h.Grow(80)
+	h.Shrink(30)
+	if h.Held() != 50 || b.Used() != 50 {
+		t.Fatalf("after shrink: held %d used %d", h.Held(), b.Used())
+	}
+	h.Shrink(500)
+	if h.Held() != 0 || b.Used() != 0 {
+		t.Fatalf("after shrinking past the hold: held %d used %d", h.Held(), b.Used())
+	}
 	off := NewHold(nil)
 	if !off.Grow(1 << 40) {
 		t.Fatal("a nil budget refused")
