@@ -131,6 +131,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 		Providers: o.Providers,
 	})
 	if err := g.engine.CheckChannels(cfg); err != nil {
+		g.closeWallet(ctx) // the store is open
 		g.closeTel(ctx)
 		return nil, fmt.Errorf("channel credentials: %w", err)
 	}
