@@ -261,3 +261,120 @@ func TestProbationBacksOff(t *testing.T) {
 		t.Fatalf("demotion lengths = %v, want 30s, 1m, 2m, …", got)
 	}
 }
+
+// A channel that keeps failing is demoted again the moment each probation
+// begins (no For), each cooldown twice the previous one up to MaxBackoff ×;
+// a clean probation then resets the cooldown to its base. Error evidence
+// needs no baseline, so the failures can last as long as the cap takes.
+func TestProbationBackoffCapAndReset(t *testing.T) {
+	s := newSim()
+	d := s.detector("a", testPolicy)
+	s.chain = []Member{{Detector: d, Closed: true}, {Closed: true}}
+	warm(s, d)
+	failing := func(int) shape { sh := ok(100 * time.Millisecond); sh.outcome = Failure; return sh }
+	s.traffic(d, 12*time.Minute, 500*time.Millisecond, failing)
+	s.run(s.clk.Now().Add(12 * time.Minute))
+	var dem []Transition
+	for _, tr := range s.trans {
+		if tr.To == Demoted {
+			dem = append(dem, tr)
+		}
+	}
+	c := testPolicy.Cooldown
+	want := []time.Duration{c, 2 * c, 4 * c, MaxBackoff * c, MaxBackoff * c}
+	if len(dem) < len(want) {
+		t.Fatalf("%d demotions in 12 min of failures, want at least %d: %+v", len(dem), len(want), dem)
+	}
+	for i, w := range want {
+		if got := dem[i].Until.Sub(dem[i].At); got != w {
+			t.Errorf("demotion %d lasted %v, want %v", i+1, got, w)
+		}
+		if i == 0 {
+			continue
+		}
+		// Probation began when the previous demotion ended; the evidence
+		// was there, so the next demotion came at once, not For later.
+		if gap := dem[i].At.Sub(dem[i-1].Until); gap < 0 || gap >= testPolicy.For {
+			t.Errorf("demotion %d came %v into probation, want at once (< For %v)", i+1, gap, testPolicy.For)
+		}
+	}
+
+	// The channel recovers: its last demotion ends, probation passes clean.
+	s.traffic(d, 10*time.Minute, 500*time.Millisecond, func(int) shape { return ok(100 * time.Millisecond) })
+	s.run(s.clk.Now().Add(10 * time.Minute))
+	if last := s.trans[len(s.trans)-1]; d.State() != Normal || last.Reason != ReasonProbationPassed {
+		t.Fatalf("state %v after a clean probation (last transition %+v)", d.State(), last)
+	}
+	n := len(s.trans)
+	s.traffic(d, time.Minute, 500*time.Millisecond, failing)
+	s.run(s.clk.Now().Add(time.Minute))
+	var again []Transition
+	for _, tr := range s.trans[n:] {
+		if tr.To == Demoted {
+			again = append(again, tr)
+		}
+	}
+	if len(again) == 0 || again[0].Until.Sub(again[0].At) != c {
+		t.Fatalf("after a clean probation the next demotion = %+v, want one of the base cooldown %v", again, c)
+	}
+}
+
+// Evidence that comes back during probation demotes at once: For is not
+// waited again (TestProbationBackoffCapAndReset's evidence never cleared,
+// so For had long passed by the time probation began).
+func TestFreshEvidenceOnProbationDemotesAtOnce(t *testing.T) {
+	s := newSim()
+	d := s.detector("a", testPolicy)
+	s.chain = []Member{{Detector: d, Closed: true}, {Closed: true}}
+	warm(s, d)
+	failing := func(int) shape { sh := ok(100 * time.Millisecond); sh.outcome = Failure; return sh }
+	s.traffic(d, 10*time.Second, 500*time.Millisecond, failing)
+	s.run(s.clk.Now().Add(10 * time.Second))
+	dem := s.demotions("a")
+	if len(dem) != 1 {
+		t.Fatalf("demotions = %v, want one", dem)
+	}
+	// Healthy through the cooldown (the window clears), into probation.
+	probation := dem[0].Add(testPolicy.Cooldown)
+	s.traffic(d, probation.Sub(s.clk.Now())+2*time.Second, 500*time.Millisecond, func(int) shape { return ok(100 * time.Millisecond) })
+	s.run(probation.Add(2 * time.Second))
+	if d.State() != Probation || len(s.demotions("a")) != 1 {
+		t.Fatalf("state %v, demotions %v: want probation after one demotion", d.State(), s.demotions("a"))
+	}
+	began := s.clk.Now()
+	s.traffic(d, 20*time.Second, 500*time.Millisecond, failing)
+	s.run(began.Add(20 * time.Second))
+	dem = s.demotions("a")
+	if len(dem) != 2 {
+		t.Fatalf("demotions = %v, want a second one on probation", dem)
+	}
+	if lag := dem[1].Sub(began); lag >= testPolicy.For {
+		t.Errorf("demoted %v after the failures came back on probation, want at once (< For %v)", lag, testPolicy.For)
+	}
+}
+
+// Excluded outcomes (client errors, cancellations, the chain deadline)
+// count on neither side of the error rate: they do not dilute it.
+func TestExcludedDoNotDiluteErrorRate(t *testing.T) {
+	s := newSim()
+	d := s.detector("a", testPolicy)
+	s.chain = []Member{{Detector: d, Closed: true}, {Closed: true}}
+	warm(s, d)
+	// Per 10 hops: 1 failure, 1 success, 8 excluded: 50 % of the counted
+	// hops fail (10 % if the excluded counted, under the 12.5 % line).
+	s.traffic(d, 30*time.Second, 100*time.Millisecond, func(i int) shape {
+		sh := ok(100 * time.Millisecond)
+		switch i % 10 {
+		case 0:
+			sh.outcome = Failure
+		case 1:
+		default:
+			sh.outcome = Excluded
+		}
+		return sh
+	})
+	s.run(s.clk.Now().Add(30 * time.Second))
+	if got := s.demotions("a"); len(got) != 1 || s.trans[0].Reason != ReasonErrorRate {
+		t.Fatalf("demotions = %v (%+v), want one for error_rate", got, s.trans)
+	}
+}
