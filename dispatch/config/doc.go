@@ -46,6 +46,7 @@
 //	admin           mapping        see below
 //	telemetry       mapping        see below
 //	status          mapping        see below
+//	overload        mapping        see below
 //	policy          mapping        see below (global policy)
 //	channels        list           see below
 //	models          list           required, at least one
@@ -56,7 +57,8 @@
 // auth:
 //
 //	mode    keys | none    default keys   none is for local development only
-//	keys    list           required (non-empty) when mode is keys
+//	keys    list           required (non-empty) when mode is keys, unless a store is configured
+//	                       (keys may then all be issued at run time: hopgate tenants key issue)
 //	  - id       string    required, unique; the key's name
 //	    sha256   64 hex    required, unique; sha256 of the bearer token clients send
 //	    tenant   string    default the id; who pays (span attribute hopgate.tenant)
@@ -104,16 +106,36 @@
 //	path_header            bool              default true    send X-Hopgate-Path
 //	trust_inbound_trace    bool              default true    continue the client's traceparent; false: a new
 //	                                                         trace per request, linked to the client's (public endpoints)
-//	trace_url              URL template      default none    http(s) link-out with {trace_id} (trace UI)
+//	trace_url              URL template      default none    http(s) link-out with {trace_id} (trace UI); a
+//	                                                         value without {trace_id}, relative, or with another
+//	                                                         scheme is an error
 //	trace_ring.max_traces  int in [1, 1e6]   default 2000    traces /admin/traces holds
 //	trace_ring.max_bytes   int ≥ 65536       default 16 MiB  estimated bytes the ring may hold
 //
 // status:
 //
-//	enabled   bool   default true   public /status and /status.json on the main listener
+//	enabled   bool   default true   public /status and /status.json on the main listener;
+//	                                false: both answer 404 and nothing is recorded
+//
+// overload (DESIGN.md §13, package dispatch/overload; fixed at start, a
+// reload does not change it):
+//
+//	budget_bytes        int ≥ 0          default 0      the buffer budget (held stream-gate frames,
+//	                                                    non-streaming answers being classified, request
+//	                                                    bodies kept for replay); 0: budget_fraction of
+//	                                                    GOMEMLIMIT when it is set, else 256 MiB
+//	budget_fraction     number in (0,1]  default 0.5    share of GOMEMLIMIT the budget takes
+//	max_in_flight       int ≥ 0          default 0      requests in flight; 0: twice the derived stream
+//	                                                    bound, budget / 48 KiB (at least 128)
+//	max_streams         int ≥ 0          default 0      streaming requests; 0: budget / 96 KiB (at least 64)
+//	max_response_bytes  mapping          per operation  default, chat, completions, responses, embeddings,
+//	                                                    images, audio_speech, audio_transcriptions; int ≥ 1024;
+//	                                                    16 MiB (default's value), embeddings and images at
+//	                                                    least 64 MiB; one buffered upstream answer beyond it
+//	                                                    is a failed hop
 //
 // policy (global; the same block under models[].policy overrides it per
-// model, except breaker and retries, which are per channel):
+// model, except breaker, early_warning and retries, which are per channel):
 //
 //	key                      default     chat profile   notes
 //	profile                  default     -              default | chat
@@ -169,12 +191,23 @@
 //
 //	id            string        required, unique; letters, digits, '.', '_', '-' (it appears in
 //	                            metric labels and in the failover path "a:open -> b:503")
-//	provider      openai        default openai (an OpenAI-compatible HTTP API)
-//	base_url      URL           required; absolute http(s), no query, fragment or user:password@;
-//	                            a trailing slash is trimmed
-//	api_key_env   env var name  optional (omit for an upstream without credentials); the variable
-//	                            must be set and non-empty
-//	region        string        default ""; metric label channel_region
+//	provider      family        default openai; openai | azure | anthropic | bedrock | vertex
+//	                            (DESIGN.md §8, docs/providers.md)
+//	base_url      URL           absolute http(s), no query, fragment or user:password@; a trailing
+//	                            slash is trimmed. openai: required, ends in /v1; azure: required,
+//	                            the resource endpoint; anthropic: default https://api.anthropic.com;
+//	                            bedrock: default https://bedrock-runtime.{region}.amazonaws.com;
+//	                            vertex: default https://{region}-aiplatform.googleapis.com
+//	api_key_env   env var name  the variable must be set and non-empty. openai: optional (Bearer);
+//	                            azure: the api-key (or entra_id); anthropic: required (x-api-key);
+//	                            not for bedrock or vertex (their clouds' credential chains)
+//	api_version   string        azure only: deployment URLs with ?api-version= (upstream_model is
+//	                            the deployment); without it the v1 API (model in the body)
+//	entra_id      bool          azure only: a Microsoft Entra ID token from the Azure SDK's
+//	                            credential chain instead of an api-key
+//	project       string        vertex only, required: the Google Cloud project
+//	region        string        default ""; metric label channel_region; bedrock: required, the
+//	                            AWS region; vertex: required, the Vertex AI location
 //	prefill       bool          default false; the upstream can continue an assistant prefix
 //	retries       int ≥ 0       default policy.retries; same-channel retries
 //	breaker       mapping       overrides policy.breaker key by key for this channel
@@ -196,6 +229,10 @@
 //	fallback_models   list        default []; other existing models, not itself (opt-in
 //	                              cross-model fallback, visible in the response)
 //	context_fallback  string      default ""; another existing model used on context_length_exceeded
+//	max_tokens_default int ≥ 1    required when the chain has an anthropic, bedrock or vertex
+//	                              channel: sent to them when an OpenAI client gives no max_tokens
+//	                              (Anthropic requires it; never a silently small constant). Such a
+//	                              model serves chat only.
 //	price             mapping     {input, output}: the list price tenants pay per 1M tokens, in the
 //	                              billing currency; default the cheapest chain entry's price
 //	reserve_output_tokens int ≥ 0 default billing.reserve_output_tokens
