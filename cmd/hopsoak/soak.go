@@ -52,8 +52,8 @@ type Options struct {
 	// (overload.max_response_bytes, 16 MiB for chat), as in production.
 	MaxResponseBody int64
 	// MemoryLimit is applied with debug.SetMemoryLimit before the gateway
-	// starts, as deploy/k8s sets GOMEMLIMIT from the container limit, so the
-	// gateway's buffer budget follows it; the limit in force before is
+	// starts, as hopgate serve sets 90 % of the container limit deploy/k8s
+	// passes (HOPGATE_MEMORY_LIMIT), so the gateway's buffer budget follows it; the limit in force before is
 	// restored at the end. 0: the limit in force (GOMEMLIMIT, if any).
 	MemoryLimit int64
 	// RSSCeiling: a peak RSS above it is a violation (the container limit
