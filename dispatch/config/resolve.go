@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hopgate/hopgate/dispatch/earlywarning"
 )
 
 // Built-in defaults (DESIGN.md §2, profile "default") for keys outside
@@ -78,16 +80,18 @@ func DefaultBreaker(mode string) Breaker {
 }
 
 // Built-in early-warning defaults, chosen from the replay report
-// (docs/early-warning.md); off unless enabled.
+// (docs/early-warning.md); off unless enabled. They are package
+// earlywarning's, written once; only error_fraction is the config's (the
+// detector gets its product with the breaker's threshold).
 const (
-	DefaultEarlyWarningBaseline      = 10 * time.Minute
-	DefaultEarlyWarningWindow        = 30 * time.Second
-	DefaultEarlyWarningMultiple      = 3.0
-	DefaultEarlyWarningFor           = 40 * time.Second
+	DefaultEarlyWarningBaseline      = earlywarning.DefaultBaseline
+	DefaultEarlyWarningWindow        = earlywarning.DefaultWindow
+	DefaultEarlyWarningMultiple      = earlywarning.DefaultMultiple
+	DefaultEarlyWarningFor           = earlywarning.DefaultFor
 	DefaultEarlyWarningErrorFraction = 0.5
-	DefaultEarlyWarningMinSamples    = 5
-	DefaultEarlyWarningCooldown      = 2 * time.Minute
-	DefaultEarlyWarningProbation     = 2 * time.Minute
+	DefaultEarlyWarningMinSamples    = earlywarning.DefaultMinSamples
+	DefaultEarlyWarningCooldown      = earlywarning.DefaultCooldown
+	DefaultEarlyWarningProbation     = earlywarning.DefaultProbation
 )
 
 // DefaultEarlyWarning returns the built-in early-warning policy: every

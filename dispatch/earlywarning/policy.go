@@ -3,7 +3,8 @@ package earlywarning
 import "time"
 
 // Defaults, chosen from the replay report (docs/early-warning.md, where the
-// reasoning is written down). The config file's defaults are these.
+// reasoning is written down). The config file's defaults are these
+// (package config refers to them).
 const (
 	DefaultBaseline   = 10 * time.Minute
 	DefaultWindow     = 30 * time.Second

@@ -360,7 +360,7 @@ func (r *Report) sweepTable(b *bytes.Buffer) {
 	if r.DefaultsPass {
 		w("The defaults clear it. Among the configurations that do, they were chosen as follows.\n\n")
 	} else {
-		w("**The defaults do not clear it: change them (config.DefaultEarlyWarning*, earlywarning.Default*) and regenerate.**\n\n")
+		w("**The defaults do not clear it: change them (earlywarning.Default*, config.DefaultEarlyWarningErrorFraction) and regenerate.**\n\n")
 	}
 	r.reasoning(b)
 }
