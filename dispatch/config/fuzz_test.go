@@ -31,6 +31,10 @@ func FuzzParse(f *testing.F) {
 		}
 	}
 	f.Add([]byte(skeleton("", "", "")))
+	// The blocks the committed files do not use: overload and early warning.
+	f.Add([]byte(skeleton(", early_warning: {enabled: true, window: 10s, baseline: 20s}", "",
+		"overload: {budget_fraction: 0.25, max_streams: 3, max_response_bytes: {default: 2048, images: 4096}}\n"+
+			"policy: {early_warning: {latency_multiple: 2.5, error_fraction: 0.3}}\n")))
 	f.Add([]byte("a: &x [*x, *x]\nmodels: [*x]\n"))
 	f.Add([]byte("---\n---\n"))
 
