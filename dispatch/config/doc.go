@@ -117,8 +117,9 @@
 //	enabled   bool   default true   public /status and /status.json on the main listener;
 //	                                false: both answer 404 and nothing is recorded
 //
-// overload (DESIGN.md §13, package dispatch/overload; fixed at start, a
-// reload does not change it):
+// overload (DESIGN.md §13, package dispatch/overload; the budget and the
+// bounds are fixed at start, a reload keeps the running ones and logs a
+// warning; max_response_bytes follows a reload):
 //
 //	budget_bytes        int ≥ 0          default 0      the buffer budget (held stream-gate frames,
 //	                                                    non-streaming answers being classified, request

@@ -278,6 +278,14 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if err := g.engine.CheckChannels(cfg); err != nil {
 		return fmt.Errorf("channel credentials: %w", err)
 	}
+	if o, n := cur.Overload, cfg.Overload; o.BudgetBytes != n.BudgetBytes || o.BudgetFraction != n.BudgetFraction ||
+		o.MaxInFlight != n.MaxInFlight || o.MaxStreams != n.MaxStreams {
+		// The budget and bounds are fixed for the process's life (Start);
+		// a changed value that is silently kept would read as applied.
+		g.log.Warn("overload budget and bounds are fixed at start: the running ones are kept; restart to change them",
+			slog.Int64("budget_bytes", n.BudgetBytes), slog.Float64("budget_fraction", n.BudgetFraction),
+			slog.Int64("max_in_flight", n.MaxInFlight), slog.Int64("max_streams", n.MaxStreams))
+	}
 	g.api.SetConfig(cfg)
 	g.log.Info("config reloaded", slog.Int("models", len(cfg.Models)), slog.Int("channels", len(cfg.Channels)))
 	return nil

@@ -85,3 +85,24 @@ func TestReloadKeepsBreakerState(t *testing.T) {
 		t.Fatal("a rejected reload replaced the config")
 	}
 }
+
+// The overload budget and bounds are fixed at start: a reload that changes
+// them is accepted (the rest of the file applies) but says, in the log,
+// that the running ones are kept; a reload that leaves them alone says
+// nothing about them.
+func TestReloadWarnsOverloadIsFixed(t *testing.T) {
+	const warning = "overload budget and bounds are fixed at start"
+	g := gwtest.Start(t, gwtest.Options{}, relTwo("m", "overload: {max_streams: 100}\n"), "a", "b")
+	if err := g.Process.Reload(g.Reparse(relTwo("m", "overload: {max_streams: 100}\n"))); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(g.Logs.String(), warning) {
+		t.Fatalf("a reload that kept the bounds warned:\n%s", g.Logs.String())
+	}
+	if err := g.Process.Reload(g.Reparse(relTwo("m", "overload: {max_streams: 5}\n"))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(g.Logs.String(), warning) {
+		t.Fatalf("a reload that changed max_streams did not warn:\n%s", g.Logs.String())
+	}
+}
