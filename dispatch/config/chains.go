@@ -121,9 +121,6 @@ func (e EarlyWarning) String() string {
 		strconv.FormatFloat(e.ErrorFraction, 'f', -1, 64), e.MinSamples, dur(e.Cooldown), dur(e.Probation))
 }
 
-// dur prints durations in the units the design uses: whole minutes from 5m
-// up ("5m"), whole seconds below ("60s", "240s"), anything else as Go
-// prints it ("1.5s").
 // decimal writes micro-units as a decimal without trailing zeros: 0.3, 1.2, 0.
 func decimal(micros int64) string {
 	s := money.Format(micros)
@@ -131,6 +128,9 @@ func decimal(micros int64) string {
 	return strings.TrimSuffix(s, ".")
 }
 
+// dur prints durations in the units the design uses: whole minutes from 5m
+// up ("5m"), whole seconds below ("60s", "240s"), anything else as Go
+// prints it ("1.5s").
 func dur(d time.Duration) string {
 	switch {
 	case d >= 5*time.Minute && d%time.Minute == 0:
