@@ -16,6 +16,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -48,5 +49,26 @@ models:
 		Providers: provider.Options{GoogleCredentials: func(context.Context, ...string) (*google.Credentials, error) { return nil, noADC }}})
 	if err == nil || !strings.Contains(err.Error(), "channel credentials") {
 		t.Fatalf("Start = %v, want a channel credentials error", err)
+	}
+}
+
+// Unset bounds are derived from the budget (DESIGN.md §13; docs/config.md):
+// streams budget / 96 KiB, in flight twice that, whatever max_streams says;
+// a configured bound is taken as it is.
+func TestOverloadBoundsDerivedFromTheBudget(t *testing.T) {
+	for _, tc := range []struct{ name, block, want string }{
+		{"derived", "overload: {budget_bytes: 10485760}\n",
+			`"buffer_budget_bytes":10485760,"max_in_flight":212,"max_streams":106`},
+		{"streams set, in flight derived from the budget", "overload: {budget_bytes: 10485760, max_streams: 7}\n",
+			`"buffer_budget_bytes":10485760,"max_in_flight":212,"max_streams":7`},
+		{"both set", "overload: {budget_bytes: 10485760, max_in_flight: 9, max_streams: 7}\n",
+			`"buffer_budget_bytes":10485760,"max_in_flight":9,"max_streams":7`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := gwtest.Start(t, gwtest.Options{}, relTwo("m", tc.block), "a", "b")
+			if logs := g.Logs.String(); !strings.Contains(logs, tc.want) {
+				t.Fatalf("no %s in the start log:\n%s", tc.want, logs)
+			}
+		})
 	}
 }
