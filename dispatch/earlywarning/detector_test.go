@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // testPolicy is small enough to read: a 2-minute baseline, a 10 s window,
@@ -376,5 +378,37 @@ func TestExcludedDoNotDiluteErrorRate(t *testing.T) {
 	s.run(s.clk.Now().Add(30 * time.Second))
 	if got := s.demotions("a"); len(got) != 1 || s.trans[0].Reason != ReasonErrorRate {
 		t.Fatalf("demotions = %v (%+v), want one for error_rate", got, s.trans)
+	}
+}
+
+// The window is bad when MORE than half its samples are slow: half is not
+// enough (a noisy provider's tail must not tip it).
+func TestHalfSlowIsNotEvidence(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
+	d := New("a", testPolicy, WithClock(clk))
+	hop := func(latency time.Duration) {
+		var h Hop
+		d.Begin(&h, false)
+		clk.Advance(latency)
+		h.Headers()
+		h.End(Success)
+	}
+	for i := 0; i < 20; i++ { // the baseline: 100 ms
+		hop(100 * time.Millisecond)
+		clk.Advance(time.Second)
+	}
+	clk.Advance(testPolicy.Window) // the baseline leaves the short window
+	for i := 0; i < 3; i++ {
+		hop(time.Second)
+		hop(100 * time.Millisecond)
+	}
+	clk.Advance(time.Second)
+	if s := d.Snapshot(); s.Header.Samples != 6 || s.Header.Slow != 3 || s.Suspect {
+		t.Fatalf("3 slow of 6: %+v, want no evidence", s)
+	}
+	hop(time.Second)
+	clk.Advance(time.Second)
+	if s := d.Snapshot(); s.Header.Slow != 4 || !s.Suspect || s.Reason != ReasonHeaderLatency {
+		t.Fatalf("4 slow of 7: %+v, want header latency evidence", s)
 	}
 }
