@@ -2,6 +2,8 @@ package config
 
 import (
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hopgate/hopgate/dispatch/overload"
 )
 
 // Overload configures overload protection (DESIGN.md §13, package
@@ -11,7 +13,7 @@ type Overload struct {
 	// BudgetBytes is the buffer budget (0: BudgetFraction of GOMEMLIMIT
 	// when it is set, else 256 MiB).
 	BudgetBytes    int64
-	BudgetFraction float64 // default 0.5
+	BudgetFraction float64 // default overload.DefaultBudgetFraction, 0.5
 	// MaxInFlight and MaxStreams bound requests in flight and streaming
 	// requests (0: derived from the budget).
 	MaxInFlight, MaxStreams int64
@@ -72,11 +74,11 @@ func (p *parser) overload(n *yaml.Node) rawOverload {
 	return o
 }
 
-// resolveOverload fills the defaults.
+// resolve fills the defaults.
 func (o rawOverload) resolve() Overload {
 	r := Overload{
 		BudgetBytes:      o.budgetBytes.or(0),
-		BudgetFraction:   o.budgetFraction.or(0.5),
+		BudgetFraction:   o.budgetFraction.or(overload.DefaultBudgetFraction),
 		MaxInFlight:      o.maxInFlight.or(0),
 		MaxStreams:       o.maxStreams.or(0),
 		MaxResponseBytes: map[string]int64{},
