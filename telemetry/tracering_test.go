@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/attribute"
@@ -229,7 +230,8 @@ func TestTraceRingCopiesAndTruncates(t *testing.T) {
 	ring := NewTraceRing(TraceRingOptions{MaxBytes: 64 << 10})
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	id := ringRequest(tp, "m", "a:503 -> b:ok", false, strings.Repeat("é", 5000))
+	// An odd prefix puts the cap in the middle of a two-byte rune.
+	id := ringRequest(tp, "m", "a:503 -> b:ok", false, "x"+strings.Repeat("é", 5000))
 	ended := rec.Ended()
 	var root sdktrace.ReadOnlySpan
 	var rest []sdktrace.ReadOnlySpan
@@ -248,6 +250,8 @@ func TestTraceRingCopiesAndTruncates(t *testing.T) {
 	for _, s := range got.Spans {
 		if v := s.Attr("pad"); v != "" && (len(v) > ringMaxValueLen+len("…") || !strings.HasSuffix(v, "…")) {
 			t.Fatalf("pad attribute of %d bytes not truncated", len(v))
+		} else if !utf8.ValidString(v) {
+			t.Fatalf("pad attribute cut inside a rune: %q", v[len(v)-8:])
 		}
 	}
 	big := ringRequest(tp, "m", strings.Repeat("a:503 -> ", 200)+"b:ok", false, strings.Repeat("y", 2000))
