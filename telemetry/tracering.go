@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -518,12 +519,10 @@ func copyAttrs(kvs []attribute.KeyValue) []Attr {
 func ownString(s string) string {
 	if len(s) > ringMaxValueLen {
 		cut := ringMaxValueLen
-		for cut > 0 && !utf8RuneStart(s[cut]) {
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}
 		return strings.Clone(s[:cut]) + "…"
 	}
 	return strings.Clone(s)
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
