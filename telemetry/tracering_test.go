@@ -289,7 +289,15 @@ func TestErrorRates(t *testing.T) {
 	if p := r.Current("a"); p.Hops != 5 || p.Failed != 2 {
 		t.Fatalf("after 30 s %+v", p)
 	}
-	clock.Advance(40 * time.Second) // the first burst is now older than 60 s
+	clock.Advance(29 * time.Second) // 59 s: the first burst is still in the window
+	if p := r.Current("a"); p.Hops != 5 || p.Failed != 2 {
+		t.Fatalf("after 59 s %+v", p)
+	}
+	clock.Advance(time.Second) // 60 s: its bucket has rolled out, the window is 60 s wide
+	if p := r.Current("a"); p.Hops != 1 || p.Failed != 0 {
+		t.Fatalf("after 60 s %+v", p)
+	}
+	clock.Advance(10 * time.Second)
 	if p := r.Current("a"); p.Hops != 1 || p.Failed != 0 {
 		t.Fatalf("after 70 s %+v", p)
 	}
