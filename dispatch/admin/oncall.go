@@ -195,9 +195,7 @@ func (s *Server) tile(ch *config.Channel, now time.Time) tile {
 		ew := d.Snapshot()
 		switch {
 		case ew.State == earlywarning.Demoted || ew.State == earlywarning.Probation:
-			if ew.State == earlywarning.Demoted && snap.State == breaker.Closed {
-				t.State = ew.State.String()
-			}
+			t.State = tileState(snap.State, d)
 			t.Probation = ew.State == earlywarning.Probation
 			t.DemotedUntil = ew.Until.UTC().Format("15:04:05 UTC")
 			t.DemotedIn = "in " + short(max(ew.Until.Sub(now).Round(time.Second), 0))
