@@ -85,6 +85,27 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestLevels pins a bar's colour to the thresholds docs/oncall.md states:
+// green from 99 % served, amber from 90 %, red below, grey without requests.
+func TestLevels(t *testing.T) {
+	for _, tc := range []struct {
+		ok, failed int64
+		want       string
+	}{
+		{0, 0, LevelNone},
+		{100, 0, LevelGood},
+		{99, 1, LevelGood},
+		{98, 2, LevelDegraded},
+		{90, 10, LevelDegraded},
+		{89, 11, LevelBad},
+		{0, 1, LevelBad},
+	} {
+		if _, got := level(tc.ok, tc.failed); got != tc.want {
+			t.Errorf("%d ok, %d failed: %s, want %s", tc.ok, tc.failed, got, tc.want)
+		}
+	}
+}
+
 // TestRecorderBatchesAndRetries: counts go to the store in one batch per
 // flush, per model and minute; a failed flush keeps them for the next.
 func TestRecorderBatchesAndRetries(t *testing.T) {
