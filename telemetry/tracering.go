@@ -405,10 +405,12 @@ func (r *TraceRing) finish(root sdktrace.ReadOnlySpan, keep bool) {
 	r.finishedRing[r.finishedNext] = id
 	r.finishedNext = (r.finishedNext + 1) % ringMaxPending
 	r.finished[id] = struct{}{}
-	r.pmu.Unlock()
 	if keep {
+		// Under pmu: a span of the trace that sees it finished (collectAll)
+		// must find it in the ring, not miss it for a moment.
 		r.add(spans, root)
 	}
+	r.pmu.Unlock()
 }
 
 // summarize fills the summary fields and the byte estimate.

@@ -334,3 +334,46 @@ func TestTraceRingKeepHealthy(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceRingSpanEndingWithItsRoot: in keep-all mode a span that ends
+// while its root is being finished still joins the kept trace, whichever
+// of the two the ring sees first (finish once marked the root finished
+// before adding the trace, and a span arriving in between was lost).
+func TestTraceRingSpanEndingWithItsRoot(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")
+	const n = 2000
+	roots := make([]sdktrace.ReadOnlySpan, n)
+	kids := make([]sdktrace.ReadOnlySpan, n)
+	for i := range n {
+		ctx, root := tr.Start(context.Background(), SpanServer)
+		_, kid := tr.Start(ctx, "chat m")
+		kid.End()
+		root.SetStatus(codes.Error, "failed")
+		root.End()
+		ended := rec.Ended()
+		kids[i], roots[i] = ended[len(ended)-2], ended[len(ended)-1]
+	}
+	ring := NewTraceRing(TraceRingOptions{MaxTraces: n, MaxBytes: 1 << 30})
+	for i := range n {
+		start := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			<-start
+			ring.collect(kids[i].SpanContext().TraceID(), kids[i])
+			close(done)
+		}()
+		close(start)
+		ring.finish(roots[i], true)
+		<-done
+	}
+	lost := 0
+	for i := range n {
+		if got := ring.Get(roots[i].SpanContext().TraceID()); got == nil || len(got.Spans) != 2 {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d traces lost the span that ended with their root", lost, n)
+	}
+}
