@@ -377,3 +377,55 @@ func TestTraceRingSpanEndingWithItsRoot(t *testing.T) {
 		t.Fatalf("%d of %d traces lost the span that ended with their root", lost, n)
 	}
 }
+
+// TestTraceRingLateSpanEvicts: a late span that grows a held trace past
+// MaxBytes evicts the oldest trace, as adding a trace would.
+func TestTraceRingLateSpanEvicts(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	pad := strings.Repeat("x", 700)
+	a := ringRequest(tp, "m", "a:503 -> b:ok", false, pad)
+	b := ringRequest(tp, "m", "a:503 -> b:ok", true, pad)
+	// parts splits a trace's ended spans: before its root, the root, after.
+	parts := func(id trace.TraceID) (spans []sdktrace.ReadOnlySpan, root sdktrace.ReadOnlySpan, late []sdktrace.ReadOnlySpan) {
+		for _, s := range rec.Ended() {
+			switch {
+			case s.SpanContext().TraceID() != id:
+			case s.Name() == SpanServer:
+				root = s
+			case root != nil:
+				late = append(late, s)
+			default:
+				spans = append(spans, s)
+			}
+		}
+		return spans, root, late
+	}
+	aSpans, aRoot, _ := parts(a)
+	bSpans, bRoot, bLate := parts(b)
+	if len(bLate) != 1 {
+		t.Fatalf("%d late spans, want the last hop", len(bLate))
+	}
+	// Measure the three sizes on a ring with room for everything.
+	sizes := NewTraceRing(TraceRingOptions{MaxBytes: 1 << 30})
+	sizes.add(aSpans, aRoot)
+	sizes.add(bSpans, bRoot)
+	held := sizes.Stats().Bytes
+	sizes.addLate(bLate[0])
+	withLate := sizes.Stats().Bytes
+	if withLate <= held {
+		t.Fatalf("the late span added no bytes (%d, %d)", held, withLate)
+	}
+
+	ring := NewTraceRing(TraceRingOptions{MaxBytes: withLate - 1})
+	ring.add(aSpans, aRoot)
+	ring.add(bSpans, bRoot)
+	ring.addLate(bLate[0])
+	st := ring.Stats()
+	if st.Bytes > withLate-1 || st.Evicted != 1 || ring.Get(a) != nil {
+		t.Fatalf("after the late span: %+v, oldest trace held %v", st, ring.Get(a) != nil)
+	}
+	if got := ring.Get(b); got == nil || len(got.Spans) != len(bSpans)+2 {
+		t.Fatalf("the grown trace %+v, want its %d spans", got, len(bSpans)+2)
+	}
+}
