@@ -429,3 +429,38 @@ func TestTraceRingLateSpanEvicts(t *testing.T) {
 		t.Fatalf("the grown trace %+v, want its %d spans", got, len(bSpans)+2)
 	}
 }
+
+// TestTraceRingLateSpanBeforeAdd: a late span that arrives between the
+// sampler's expect and its add (the decision is made, the copy not done)
+// joins the trace; without expect it is not held.
+func TestTraceRingLateSpanBeforeAdd(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	id := ringRequest(tp, "m", "a:503 -> b:ok", true, "")
+	ended := rec.Ended()
+	late := ended[len(ended)-1]
+	var spans []sdktrace.ReadOnlySpan
+	var root sdktrace.ReadOnlySpan
+	for _, s := range ended[:len(ended)-1] {
+		if s.Name() == SpanServer {
+			root = s
+		} else {
+			spans = append(spans, s)
+		}
+	}
+	for _, expect := range []bool{true, false} {
+		ring := NewTraceRing(TraceRingOptions{})
+		if expect {
+			ring.expect(id)
+		}
+		ring.addLate(late)
+		ring.add(spans, root)
+		want := len(spans) + 1 // and the root
+		if expect {
+			want++ // and the late span
+		}
+		if got := len(ring.Get(id).Spans); got != want {
+			t.Errorf("expect %v: %d spans held, want %d", expect, got, want)
+		}
+	}
+}
