@@ -41,7 +41,8 @@ const TraceDatasourceType = "jaeger"
 
 // ErrorRateThreshold is the `rate` breaker's default trip point (DESIGN.md
 // §2): the error-rate panel draws it so on-call sees how close a channel is.
-const ErrorRateThreshold = 0.25
+// The on-call page draws the same line.
+const ErrorRateThreshold = telemetry.ErrorRateThreshold
 
 // Breaker states as exported by hopgate_breaker_state (DESIGN.md §5), and
 // the fourth, breaker-like state of early warning (DESIGN.md §12): 3 is
@@ -533,8 +534,8 @@ func budgetPanel() *stat.PanelBuilder {
 			Mode(dashboard.ThresholdsModeAbsolute).
 			Steps([]dashboard.Threshold{
 				{Value: nil, Color: "green"},
-				{Value: cog.ToPtr(0.7), Color: "yellow"},
-				{Value: cog.ToPtr(0.9), Color: "red"},
+				{Value: cog.ToPtr(telemetry.BudgetWarnShare), Color: "yellow"},
+				{Value: cog.ToPtr(telemetry.BudgetFullShare), Color: "red"},
 			}))
 }
 

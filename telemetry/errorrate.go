@@ -16,6 +16,9 @@ const (
 	ErrorRateWindow  = 60 * time.Second
 	ErrorRateStep    = 10 * time.Second
 	ErrorRateHistory = 15 * time.Minute
+	// ErrorRateThreshold is the line on the page's charts and the board's
+	// error-rate panel: the `rate` breaker's default trip point (DESIGN.md §2).
+	ErrorRateThreshold = 0.25
 
 	rateSteps       = int(ErrorRateHistory / ErrorRateStep)
 	rateWindowSteps = int(ErrorRateWindow / ErrorRateStep)

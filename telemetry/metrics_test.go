@@ -99,6 +99,10 @@ func recordEverything(ctx context.Context, m *Metrics) {
 	m.EarlyWarningReordered(ctx, "a", "gpt")
 	m.EarlyWarningPremium(ctx, "a", "gpt", 0.5)
 	m.EarlyWarningPremium(ctx, "a", "gpt", 0) // served without usage: a request, no dollars
+	m.ObserveOverload(func() OverloadObservation {
+		return OverloadObservation{BudgetUsed: 1 << 20, BudgetLimit: 256 << 20, InFlight: 7, Streams: 3}
+	})
+	m.Shed(ctx, "budget")
 }
 
 // The contract of DESIGN.md §5: every metric name and label set exactly as
@@ -147,6 +151,12 @@ func TestMetricNamesAndLabels(t *testing.T) {
 		MetricEarlyWarningPremium:         {"counter", chanModel},
 		PromGenAIDuration:                 {"histogram", append(slices.Clone(genai), LabelErrorType)},
 		PromGenAITokenUsage:               {"histogram", append(slices.Clone(genai), LabelGenAITokenType)},
+		// Overload protection (DESIGN.md §13; docs/config.md names them).
+		MetricBudgetUsed:  {"gauge", []string{"region"}},
+		MetricBudgetLimit: {"gauge", []string{"region"}},
+		MetricInFlight:    {"gauge", []string{"region"}},
+		MetricStreamsOpen: {"gauge", []string{"region"}},
+		MetricShed:        {"counter", []string{"region", LabelShedReason}},
 	}
 	for name, w := range want {
 		f := fams[name]
@@ -178,6 +188,12 @@ func TestMetricNamesAndLabels(t *testing.T) {
 		`hopgate_early_warning_demoted{channel="b",channel_region="eu-west-1",region="eu-west-1"} 0`,
 		`hopgate_early_warning_premium_requests_total{channel="a",model="gpt",region="eu-west-1"} 2`,
 		`hopgate_early_warning_premium_total{channel="a",model="gpt",region="eu-west-1"} 0.5`,
+		`hopgate_buffer_budget_used_bytes{region="eu-west-1"} 1.048576e+06`,
+		`hopgate_requests_in_flight{region="eu-west-1"} 7`,
+		`hopgate_streams_open{region="eu-west-1"} 3`,
+		`hopgate_shed_requests_total{reason="budget",region="eu-west-1"} 1`,
+		`hopgate_shed_requests_total{reason="in_flight",region="eu-west-1"} 0`, // every reason from the start
+		`hopgate_shed_requests_total{reason="streams",region="eu-west-1"} 0`,
 		`hopgate_hop_duration_seconds_bucket{channel="a",channel_region="us-east-1",model="gpt",operation="chat",outcome="retryable",region="eu-west-1",le="2"} 1`,
 		`hopgate_hop_duration_seconds_bucket{channel="a",channel_region="us-east-1",model="gpt",operation="chat",outcome="retryable",region="eu-west-1",le="300"} 1`,
 		"go_goroutines", "target_info",

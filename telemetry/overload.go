@@ -9,6 +9,13 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
+// The share of the buffer budget in use at which the on-call page's
+// overload tile and the board's budget panel turn yellow, then red.
+const (
+	BudgetWarnShare = 0.7
+	BudgetFullShare = 0.9
+)
+
 // OverloadObservation is the overload state the gauges report.
 type OverloadObservation struct {
 	BudgetUsed, BudgetLimit int64

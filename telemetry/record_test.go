@@ -3,10 +3,12 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -276,5 +278,60 @@ func TestRecordOverflow(t *testing.T) {
 			t.Errorf("max %d spans per trace: %d exported, overflow %d; want %d and %d", tc.max, n, o, tc.exported, tc.overflow)
 		}
 		_ = tel.Shutdown(context.Background())
+	}
+}
+
+// A record that reaches the sampler after its trace's root was kept (the
+// SERVER span ended first) goes on at once, like a late SDK span
+// (TestFailoverProcessorLateSpans), and joins the trace in the ring; after
+// a dropped root it goes nowhere.
+func TestRecordAfterRootFollowsDecision(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		attrs     []attribute.KeyValue
+		exported  int // spans, root included
+		ringSpans int // 0: the ring holds no such trace
+	}{
+		{"after kept root", failoverAttrs, 3, 3},
+		{"after dropped root", healthyAttrs, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exp := tracetest.NewInMemoryExporter()
+			tel, err := Setup(context.Background(), Options{HealthyRatio: 0, SpanExporter: exp,
+				Getenv: func(string) string { return "" }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tel.Shutdown(context.Background())
+			ctx, server := tel.Tracer.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer))
+			cctx, call := tel.Spans.StartCall(ctx, "m")
+			_, hop := tel.Spans.StartHop(cctx, &HopStart{Operation: OperationChat, Provider: "openai", RequestModel: "m",
+				Channel: "a", ChannelRegion: "r", BaseURL: "http://127.0.0.1:1/v1", Path: "/chat/completions"})
+			hop.End(&HopEnd{Outcome: HopOK, Status: 200, ResponseModel: "m"})
+			server.SetAttributes(tc.attrs...)
+			server.End() // the root is decided before the record arrives
+			call.End(context.Background(), &CallEnd{Model: "m", Chain: "a", Hops: 1, Outcome: OutcomeOK, Path: "a:ok", ServedModel: "m"})
+			id := server.SpanContext().TraceID()
+
+			if err := tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(exp.GetSpans()); n != tc.exported {
+				t.Errorf("%d spans exported, want %d", n, tc.exported)
+			}
+			rec := tel.Traces.Get(id)
+			if tc.ringSpans == 0 {
+				if rec != nil {
+					t.Errorf("ring holds %+v, want nothing", rec)
+				}
+				return
+			}
+			if rec == nil || len(rec.Spans) != tc.ringSpans {
+				t.Fatalf("ring holds %+v, want %d spans", rec, tc.ringSpans)
+			}
+			if !slices.Contains(rec.Channels, "a") {
+				t.Errorf("ring trace channels %v, want the hop's channel a", rec.Channels)
+			}
+		})
 	}
 }

@@ -256,6 +256,9 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 			p.counts.healthyDropped.Add(1)
 			keep = false
 		}
+		if ringIt {
+			p.ring.expect(id) // before the decision is visible to late spans
+		}
 		p.rememberLocked(id, keep)
 		switch {
 		case keep:

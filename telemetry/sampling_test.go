@@ -358,3 +358,38 @@ func TestFailoverProcessorKeepAllErroredBounded(t *testing.T) {
 		t.Fatalf("%d errored traces noted, want the bound %d", n, decidedMemory)
 	}
 }
+
+// A span ending while its kept root is being decided joins the trace in
+// the ring, whichever the sampler sees first: the ring expects a kept
+// trace before a late span can find its decision.
+func TestFailoverProcessorLateSpanReachesRing(t *testing.T) {
+	h := newHarness(t, 0, nil)
+	h.fp.ring = NewTraceRing(TraceRingOptions{MaxTraces: 4000, MaxBytes: 1 << 30})
+	tr := h.tp.Tracer("test")
+	const n = 2000
+	ids := make([]trace.TraceID, n)
+	for i := range n {
+		ctx, root := tr.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer))
+		_, hop := tr.Start(ctx, "chat m", trace.WithSpanKind(trace.SpanKindClient))
+		root.SetAttributes(failoverAttrs...)
+		start, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			<-start
+			hop.End()
+			close(done)
+		}()
+		close(start)
+		root.End()
+		<-done
+		ids[i] = root.SpanContext().TraceID()
+	}
+	lost := 0
+	for _, id := range ids {
+		if got := h.fp.ring.Get(id); got == nil || len(got.Spans) != 2 {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d kept traces lost the span that ended with their root", lost, n)
+	}
+}

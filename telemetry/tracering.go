@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -157,6 +158,10 @@ type TraceRing struct {
 	added   int64
 	evicted int64
 	dropped int64
+	// arriving holds the late spans of kept traces between expect and
+	// add: a span that ends once its root is decided must not miss the
+	// trace because the ring is still copying it.
+	arriving map[trace.TraceID][]SpanRecord
 
 	// Spans of traces still open, collected only in keep-all mode.
 	pmu      sync.Mutex
@@ -234,6 +239,21 @@ func (r *TraceRing) Stats() TraceRingStats {
 		Added: r.added, Evicted: r.evicted, Dropped: r.dropped}
 }
 
+// expect announces that the trace id, just kept, is about to be added: the
+// caller calls it where late spans of the trace can first learn the
+// decision, before letting them, and calls add right after.
+func (r *TraceRing) expect(id trace.TraceID) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.arriving == nil {
+		r.arriving = make(map[trace.TraceID][]SpanRecord)
+	}
+	r.arriving[id] = nil
+}
+
 // add copies a kept trace's spans (root included) into the ring.
 func (r *TraceRing) add(spans []sdktrace.ReadOnlySpan, root sdktrace.ReadOnlySpan) {
 	if r == nil {
@@ -253,6 +273,11 @@ func (r *TraceRing) add(spans []sdktrace.ReadOnlySpan, root sdktrace.ReadOnlySpa
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if late := r.arriving[t.TraceID]; len(late) > 0 {
+		t.Spans = append(t.Spans, late[:min(len(late), ringMaxSpansPerTrace-len(t.Spans))]...)
+		t.summarize()
+	}
+	delete(r.arriving, t.TraceID)
 	if t.bytes > r.maxBytes {
 		r.dropped++
 		return
@@ -282,15 +307,22 @@ func (r *TraceRing) addLate(s sdktrace.ReadOnlySpan) {
 	id := s.SpanContext().TraceID()
 	r.mu.Lock()
 	_, ok := r.byID[id]
+	_, coming := r.arriving[id]
 	r.mu.Unlock()
-	if !ok {
+	if !ok && !coming {
 		return
 	}
 	rec := copySpan(s) // outside the lock
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.byID[id]
-	if t == nil || len(t.Spans) >= ringMaxSpansPerTrace {
+	if t == nil {
+		if late, coming := r.arriving[id]; coming && len(late) < ringMaxSpansPerTrace {
+			r.arriving[id] = append(late, rec) // add takes it
+		}
+		return
+	}
+	if len(t.Spans) >= ringMaxSpansPerTrace {
 		return
 	}
 	// Records are read without the lock once returned by Get or List, so
@@ -404,6 +436,9 @@ func (r *TraceRing) finish(root sdktrace.ReadOnlySpan, keep bool) {
 	r.finishedRing[r.finishedNext] = id
 	r.finishedNext = (r.finishedNext + 1) % ringMaxPending
 	r.finished[id] = struct{}{}
+	if keep {
+		r.expect(id) // before a span can see the trace finished (collectAll)
+	}
 	r.pmu.Unlock()
 	if keep {
 		r.add(spans, root)
@@ -518,12 +553,10 @@ func copyAttrs(kvs []attribute.KeyValue) []Attr {
 func ownString(s string) string {
 	if len(s) > ringMaxValueLen {
 		cut := ringMaxValueLen
-		for cut > 0 && !utf8RuneStart(s[cut]) {
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}
 		return strings.Clone(s[:cut]) + "…"
 	}
 	return strings.Clone(s)
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/attribute"
@@ -229,7 +230,8 @@ func TestTraceRingCopiesAndTruncates(t *testing.T) {
 	ring := NewTraceRing(TraceRingOptions{MaxBytes: 64 << 10})
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	id := ringRequest(tp, "m", "a:503 -> b:ok", false, strings.Repeat("é", 5000))
+	// An odd prefix puts the cap in the middle of a two-byte rune.
+	id := ringRequest(tp, "m", "a:503 -> b:ok", false, "x"+strings.Repeat("é", 5000))
 	ended := rec.Ended()
 	var root sdktrace.ReadOnlySpan
 	var rest []sdktrace.ReadOnlySpan
@@ -248,6 +250,8 @@ func TestTraceRingCopiesAndTruncates(t *testing.T) {
 	for _, s := range got.Spans {
 		if v := s.Attr("pad"); v != "" && (len(v) > ringMaxValueLen+len("…") || !strings.HasSuffix(v, "…")) {
 			t.Fatalf("pad attribute of %d bytes not truncated", len(v))
+		} else if !utf8.ValidString(v) {
+			t.Fatalf("pad attribute cut inside a rune: %q", v[len(v)-8:])
 		}
 	}
 	big := ringRequest(tp, "m", strings.Repeat("a:503 -> ", 200)+"b:ok", false, strings.Repeat("y", 2000))
@@ -285,7 +289,15 @@ func TestErrorRates(t *testing.T) {
 	if p := r.Current("a"); p.Hops != 5 || p.Failed != 2 {
 		t.Fatalf("after 30 s %+v", p)
 	}
-	clock.Advance(40 * time.Second) // the first burst is now older than 60 s
+	clock.Advance(29 * time.Second) // 59 s: the first burst is still in the window
+	if p := r.Current("a"); p.Hops != 5 || p.Failed != 2 {
+		t.Fatalf("after 59 s %+v", p)
+	}
+	clock.Advance(time.Second) // 60 s: its bucket has rolled out, the window is 60 s wide
+	if p := r.Current("a"); p.Hops != 1 || p.Failed != 0 {
+		t.Fatalf("after 60 s %+v", p)
+	}
+	clock.Advance(10 * time.Second)
 	if p := r.Current("a"); p.Hops != 1 || p.Failed != 0 {
 		t.Fatalf("after 70 s %+v", p)
 	}
@@ -319,6 +331,136 @@ func TestTraceRingKeepHealthy(t *testing.T) {
 		tel := setupRing(t, 1, exp, TraceRingOptions{KeepHealthy: true})
 		if id := ringRequest(tel.TracerProvider, "m", "a:ok", false, ""); tel.Traces.Get(id) == nil {
 			t.Errorf("exporter %v: the healthy trace is not in the ring", exp != nil)
+		}
+	}
+}
+
+// TestTraceRingSpanEndingWithItsRoot: in keep-all mode a span that ends
+// while its root is being finished still joins the kept trace, whichever
+// of the two the ring sees first (finish once marked the root finished
+// before adding the trace, and a span arriving in between was lost).
+func TestTraceRingSpanEndingWithItsRoot(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")
+	const n = 2000
+	roots := make([]sdktrace.ReadOnlySpan, n)
+	kids := make([]sdktrace.ReadOnlySpan, n)
+	for i := range n {
+		ctx, root := tr.Start(context.Background(), SpanServer)
+		_, kid := tr.Start(ctx, "chat m")
+		kid.End()
+		root.SetStatus(codes.Error, "failed")
+		root.End()
+		ended := rec.Ended()
+		kids[i], roots[i] = ended[len(ended)-2], ended[len(ended)-1]
+	}
+	ring := NewTraceRing(TraceRingOptions{MaxTraces: n, MaxBytes: 1 << 30})
+	for i := range n {
+		start := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			<-start
+			ring.collect(kids[i].SpanContext().TraceID(), kids[i])
+			close(done)
+		}()
+		close(start)
+		ring.finish(roots[i], true)
+		<-done
+	}
+	lost := 0
+	for i := range n {
+		if got := ring.Get(roots[i].SpanContext().TraceID()); got == nil || len(got.Spans) != 2 {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d traces lost the span that ended with their root", lost, n)
+	}
+}
+
+// TestTraceRingLateSpanEvicts: a late span that grows a held trace past
+// MaxBytes evicts the oldest trace, as adding a trace would.
+func TestTraceRingLateSpanEvicts(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	pad := strings.Repeat("x", 700)
+	a := ringRequest(tp, "m", "a:503 -> b:ok", false, pad)
+	b := ringRequest(tp, "m", "a:503 -> b:ok", true, pad)
+	// parts splits a trace's ended spans: before its root, the root, after.
+	parts := func(id trace.TraceID) (spans []sdktrace.ReadOnlySpan, root sdktrace.ReadOnlySpan, late []sdktrace.ReadOnlySpan) {
+		for _, s := range rec.Ended() {
+			switch {
+			case s.SpanContext().TraceID() != id:
+			case s.Name() == SpanServer:
+				root = s
+			case root != nil:
+				late = append(late, s)
+			default:
+				spans = append(spans, s)
+			}
+		}
+		return spans, root, late
+	}
+	aSpans, aRoot, _ := parts(a)
+	bSpans, bRoot, bLate := parts(b)
+	if len(bLate) != 1 {
+		t.Fatalf("%d late spans, want the last hop", len(bLate))
+	}
+	// Measure the three sizes on a ring with room for everything.
+	sizes := NewTraceRing(TraceRingOptions{MaxBytes: 1 << 30})
+	sizes.add(aSpans, aRoot)
+	sizes.add(bSpans, bRoot)
+	held := sizes.Stats().Bytes
+	sizes.addLate(bLate[0])
+	withLate := sizes.Stats().Bytes
+	if withLate <= held {
+		t.Fatalf("the late span added no bytes (%d, %d)", held, withLate)
+	}
+
+	ring := NewTraceRing(TraceRingOptions{MaxBytes: withLate - 1})
+	ring.add(aSpans, aRoot)
+	ring.add(bSpans, bRoot)
+	ring.addLate(bLate[0])
+	st := ring.Stats()
+	if st.Bytes > withLate-1 || st.Evicted != 1 || ring.Get(a) != nil {
+		t.Fatalf("after the late span: %+v, oldest trace held %v", st, ring.Get(a) != nil)
+	}
+	if got := ring.Get(b); got == nil || len(got.Spans) != len(bSpans)+2 {
+		t.Fatalf("the grown trace %+v, want its %d spans", got, len(bSpans)+2)
+	}
+}
+
+// TestTraceRingLateSpanBeforeAdd: a late span that arrives between the
+// sampler's expect and its add (the decision is made, the copy not done)
+// joins the trace; without expect it is not held.
+func TestTraceRingLateSpanBeforeAdd(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	id := ringRequest(tp, "m", "a:503 -> b:ok", true, "")
+	ended := rec.Ended()
+	late := ended[len(ended)-1]
+	var spans []sdktrace.ReadOnlySpan
+	var root sdktrace.ReadOnlySpan
+	for _, s := range ended[:len(ended)-1] {
+		if s.Name() == SpanServer {
+			root = s
+		} else {
+			spans = append(spans, s)
+		}
+	}
+	for _, expect := range []bool{true, false} {
+		ring := NewTraceRing(TraceRingOptions{})
+		if expect {
+			ring.expect(id)
+		}
+		ring.addLate(late)
+		ring.add(spans, root)
+		want := len(spans) + 1 // and the root
+		if expect {
+			want++ // and the late span
+		}
+		if got := len(ring.Get(id).Spans); got != want {
+			t.Errorf("expect %v: %d spans held, want %d", expect, got, want)
 		}
 	}
 }

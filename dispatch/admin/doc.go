@@ -2,10 +2,11 @@
 // on loopback by default: /healthz and /readyz for probes, /metrics for
 // Prometheus, and on-call's views (DESIGN.md §10):
 //
-//   - /admin, the on-call page: breaker tiles per region × channel (green
-//     closed, yellow half-open, red open with its reopen time, blue
-//     demoted by early warning with until when and why), each
-//     channel's rolling 60 s error rate with the 25 % line, recent
+//   - /admin, the on-call page: the overload tile (buffer budget, requests
+//     and streams against their bounds, DESIGN.md §13), breaker tiles per
+//     region × channel (green closed, yellow half-open, red open with its
+//     reopen time, blue demoted by early warning with until when and why),
+//     each channel's rolling 60 s error rate with the 25 % line, recent
 //     failovers linking to their traces, every model's chain — laid out
 //     like the Grafana failover board (dashboards/failover.go);
 //   - /admin/traces, what the in-memory trace ring holds, filterable by

@@ -133,7 +133,7 @@ func (s *Server) oncall() oncallView {
 	cfg := s.Config()
 	now := s.Engine.Clock().Now()
 	v := oncallView{Now: now.UTC(), Region: cfg.Region, TraceURL: cfg.Telemetry.TraceURL != "",
-		Ring: s.Telemetry.Traces.Stats(), Threshold: pctText(errorRateThreshold)}
+		Ring: s.Telemetry.Traces.Stats(), Threshold: pctText(telemetry.ErrorRateThreshold)}
 
 	v.Overload = s.overloadTile()
 	row := tileRow{Region: orDash(cfg.Region)}
@@ -169,10 +169,6 @@ func (s *Server) oncall() oncallView {
 	return v
 }
 
-// errorRateThreshold is the line on every chart: the rate breaker's
-// default trip point, as on the Grafana board.
-const errorRateThreshold = 0.25
-
 // tileState is a channel's colour: its breaker's state, or demoted when
 // the breaker is closed and early warning demoted the channel (a fourth,
 // breaker-like state, blue on the page and on the Grafana board).
@@ -195,9 +191,7 @@ func (s *Server) tile(ch *config.Channel, now time.Time) tile {
 		ew := d.Snapshot()
 		switch {
 		case ew.State == earlywarning.Demoted || ew.State == earlywarning.Probation:
-			if ew.State == earlywarning.Demoted && snap.State == breaker.Closed {
-				t.State = ew.State.String()
-			}
+			t.State = tileState(snap.State, d)
 			t.Probation = ew.State == earlywarning.Probation
 			t.DemotedUntil = ew.Until.UTC().Format("15:04:05 UTC")
 			t.DemotedIn = "in " + short(max(ew.Until.Sub(now).Round(time.Second), 0))
@@ -219,7 +213,7 @@ func (s *Server) tile(ch *config.Channel, now time.Time) tile {
 	series := s.Telemetry.ErrorRates.Series(ch.ID)
 	if n := len(series); n > 0 {
 		cur := series[n-1]
-		t.Hops, t.Over = cur.Hops, cur.Hops > 0 && cur.Rate() > errorRateThreshold
+		t.Hops, t.Over = cur.Hops, cur.Hops > 0 && cur.Rate() > telemetry.ErrorRateThreshold
 		t.Rate = "no hops"
 		if cur.Hops > 0 {
 			t.Rate = pctText(cur.Rate())
@@ -232,7 +226,7 @@ func (s *Server) tile(ch *config.Channel, now time.Time) tile {
 // drawChart renders the rate as an SVG path, 0 % at the bottom and 100 %
 // at the top (the board's axis), leaving gaps where there were no hops.
 func drawChart(series []telemetry.RatePoint) chart {
-	c := chart{ThresholdY: chartH - int(errorRateThreshold*chartH), Points: len(series)}
+	c := chart{ThresholdY: chartH - int(telemetry.ErrorRateThreshold*chartH), Points: len(series)}
 	var b strings.Builder
 	pen := false
 	for i, p := range series {
@@ -285,9 +279,9 @@ func (s *Server) overloadTile() overloadTile {
 		t.Shedding = reason
 	}
 	switch {
-	case t.Shedding != "" || share >= 0.9:
+	case t.Shedding != "" || share >= telemetry.BudgetFullShare:
 		t.State = "open"
-	case share >= 0.7:
+	case share >= telemetry.BudgetWarnShare:
 		t.State = "half-open"
 	}
 	return t

@@ -18,6 +18,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/earlywarning"
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -350,5 +351,75 @@ models:
 	_, body = f.get(t, "/admin")
 	if !strings.Contains(body, `data-channel="a" data-state="closed"`) || !strings.Contains(body, "on probation until 09:34:00 UTC (in 120s)") {
 		t.Errorf("after the cooldown the tile must be closed, on probation:\n%s", body)
+	}
+}
+
+// TestOncallOverloadTile: the overload tile (DESIGN.md §13) reads the
+// buffer budget and the admission counts, with the board's colours: green
+// below 70 % of the budget, yellow from 70 %, red from 90 % or while a new
+// request would be shed.
+func TestOncallOverloadTile(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name            string
+		limit, used     int64 // budget; limit 0: unbounded
+		inFlight, strms int64 // admitted now, of 4 and 2
+		state, budget   string
+		meta            string
+	}{
+		{"idle", 100 * mib, 10 * mib, 1, 0, "closed", "10.0 % of 100 MiB", "1/4 in flight · 0/2 streams</div>"},
+		{"budget filling", 100 * mib, 75 * mib, 1, 1, "half-open", "75.0 % of 100 MiB", "1/4 in flight · 1/2 streams</div>"},
+		{"budget nearly full", 100 * mib, 95 * mib, 1, 1, "open", "95.0 % of 100 MiB", "1/4 in flight · 1/2 streams</div>"},
+		{"streams at the bound", 100 * mib, 10 * mib, 2, 2, "open", "10.0 % of 100 MiB", "2/4 in flight · 2/2 streams · shedding new requests (streams)</div>"},
+		{"unbounded budget", 0, 0, 0, 0, "closed", "unbounded", "0/4 in flight · 0/2 streams</div>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(`
+auth: {mode: none}
+channels: [{id: a, base_url: "http://127.0.0.1:1/v1"}]
+models: [{name: m, chain: [{channel: a, upstream_model: x}]}]
+`), func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 1, 9, 30, 0, 0, time.UTC))
+			tel, err := telemetry.Setup(context.Background(), telemetry.Options{Getenv: func(string) string { return "" }, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tel.Shutdown(context.Background())
+			b := overload.NewBudget(tc.limit)
+			if !b.Acquire(tc.used) {
+				t.Fatalf("budget refused %d bytes", tc.used)
+			}
+			adm := overload.NewAdmission(4, 2)
+			for range tc.inFlight {
+				adm.Enter()
+			}
+			for range tc.strms {
+				adm.OpenStream()
+			}
+			s := &admin.Server{Config: func() *config.Config { return cfg }, Telemetry: tel, Admission: adm,
+				Engine: dispatch.New(dispatch.Options{Telemetry: tel, Clock: clock, Budget: b})}
+			srv := httptest.NewServer(s.Handler())
+			defer srv.Close()
+			code, body := get(t, srv.URL+"/admin", "")
+			if code != 200 {
+				t.Fatalf("/admin %d", code)
+			}
+			for _, want := range []string{
+				`<div class="tile ` + tc.state + `" data-overload="` + tc.state + `">`,
+				`<div class="tile-state">` + tc.budget + `</div>`,
+				`<div class="tile-meta">` + tc.meta,
+			} {
+				if !strings.Contains(body, want) {
+					t.Errorf("/admin lacks %s", want)
+				}
+			}
+			if t.Failed() {
+				i := strings.Index(body, "<h2>Overload</h2>")
+				t.Log(body[max(i, 0):min(len(body), max(i, 0)+600)])
+			}
+		})
 	}
 }

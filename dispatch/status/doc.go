@@ -14,7 +14,7 @@
 //
 // The Store interface is the status part of the store shared with the
 // wallets (SQLite or PostgreSQL), so history survives restarts and several
-// replicas add up; MemoryStore is the in-process one used until it is
-// wired, and by tests. The package reads the config and never touches the
+// replicas add up; MemoryStore is the in-process one used when no store
+// is configured (the history lasts as long as the process), and by tests. The package reads the config and never touches the
 // request path beyond Record.
 package status

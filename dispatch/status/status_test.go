@@ -22,12 +22,33 @@ var t0 = time.Date(2026, 3, 10, 12, 0, 30, 0, time.UTC)
 
 // flakyStore wraps MemoryStore: fail makes AddStatus fail, block makes it
 // wait until released (a store that hangs must not hang requests).
+// entered and ended, when set (buffered), get a value as each AddStatus
+// starts and returns, so tests wait on the store instead of polling it.
 type flakyStore struct {
 	*MemoryStore
-	mu    sync.Mutex
-	fail  bool
-	block chan struct{}
-	adds  int
+	mu             sync.Mutex
+	fail           bool
+	block          chan struct{}
+	adds           int
+	entered, ended chan struct{}
+}
+
+// signal sends on c without waiting (nil: nothing).
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// await receives from c, failing the test after 5 s.
+func await(t *testing.T, c chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(5 * time.Second):
+		t.Fatal(what + " did not happen in 5 s")
+	}
 }
 
 func (f *flakyStore) AddStatus(ctx context.Context, c []StatusCount) error {
@@ -35,6 +56,8 @@ func (f *flakyStore) AddStatus(ctx context.Context, c []StatusCount) error {
 	fail, block := f.fail, f.block
 	f.adds++
 	f.mu.Unlock()
+	signal(f.entered)
+	defer signal(f.ended)
 	if block != nil {
 		select {
 		case <-block:
@@ -81,6 +104,27 @@ func TestClassify(t *testing.T) {
 	} {
 		if c, f := Classify(tc.outcome); c != tc.counted || f != tc.failed {
 			t.Errorf("%s: counted %v failed %v", tc.outcome, c, f)
+		}
+	}
+}
+
+// TestLevels pins a bar's colour to the thresholds docs/oncall.md states:
+// green from 99 % served, amber from 90 %, red below, grey without requests.
+func TestLevels(t *testing.T) {
+	for _, tc := range []struct {
+		ok, failed int64
+		want       string
+	}{
+		{0, 0, LevelNone},
+		{100, 0, LevelGood},
+		{99, 1, LevelGood},
+		{98, 2, LevelDegraded},
+		{90, 10, LevelDegraded},
+		{89, 11, LevelBad},
+		{0, 1, LevelBad},
+	} {
+		if _, got := level(tc.ok, tc.failed); got != tc.want {
+			t.Errorf("%d ok, %d failed: %s, want %s", tc.ok, tc.failed, got, tc.want)
 		}
 	}
 }
@@ -134,24 +178,12 @@ func TestRecorderBatchesAndRetries(t *testing.T) {
 // requests keep being counted at once, and nothing is lost.
 func TestRecordNeverWaitsOnTheStore(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(t0)
-	st := &flakyStore{MemoryStore: NewMemoryStore(), block: make(chan struct{})}
+	st := &flakyStore{MemoryStore: NewMemoryStore(), block: make(chan struct{}), entered: make(chan struct{}, 1)}
 	r := NewRecorder(st, clock, clock, time.Second, nil)
 	r.Record("m", telemetry.OutcomeOK)
 	flushed := make(chan error)
 	go func() { flushed <- r.Flush(context.Background()) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st.mu.Lock()
-		n := st.adds
-		st.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("flush never reached the store")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	await(t, st.entered, "the flush reaching the store")
 	start := time.Now()
 	for range 1000 {
 		r.Record("m", telemetry.OutcomeOK)
@@ -184,7 +216,7 @@ func TestRecordNeverWaitsOnTheStore(t *testing.T) {
 // clock and flushes once more when stopped, so a drain loses nothing.
 func TestRunFlushesOnTheClockAndAtStop(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(t0)
-	st := NewMemoryStore()
+	st := &flakyStore{MemoryStore: NewMemoryStore(), ended: make(chan struct{}, 2)}
 	r := NewRecorder(st, clock, clock, 10*time.Second, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -194,22 +226,16 @@ func TestRunFlushesOnTheClockAndAtStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(10 * time.Second)
-	waitFor(t, func() bool { c, _ := st.StatusMinutes(context.Background(), t0.Add(-time.Hour)); return len(c) == 1 })
+	await(t, st.ended, "the flush on the tick")
+	if c, _ := st.StatusMinutes(context.Background(), t0.Add(-time.Hour)); len(c) != 1 || c[0].OK != 1 {
+		t.Fatalf("after the tick: %+v", c)
+	}
 	r.Record("m", telemetry.OutcomeExhausted)
 	cancel()
 	<-done
 	c, _ := st.StatusMinutes(context.Background(), t0.Add(-time.Hour))
 	if len(c) != 1 || c[0].OK != 1 || c[0].Failed != 1 {
 		t.Fatalf("after stop: %+v", c)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
-		}
 	}
 }
 
