@@ -180,10 +180,14 @@ func (u *Upstream) URL(r *Request) string {
 	base := u.ch.BaseURL
 	switch u.ch.Provider {
 	case config.ProviderAzure:
-		if u.ch.APIVersion != "" {
-			return base + "/openai/deployments/" + url.PathEscape(r.Model) + r.Path + "?api-version=" + url.QueryEscape(u.ch.APIVersion)
+		if u.ch.APIVersion == "" {
+			return base + "/openai/v1" + r.Path
 		}
-		return base + "/openai/v1" + r.Path
+		version := "?api-version=" + url.QueryEscape(u.ch.APIVersion)
+		if !azureDeploymentPaths[r.Path] {
+			return base + "/openai" + r.Path + version // the deployment is the body's model
+		}
+		return base + "/openai/deployments/" + url.PathEscape(r.Model) + r.Path + version
 	case config.ProviderAnthropic:
 		return base + "/v1/messages"
 	case config.ProviderBedrock:
@@ -201,6 +205,15 @@ func (u *Upstream) URL(r *Request) string {
 			"/publishers/anthropic/models/" + url.PathEscape(r.Model) + spec
 	}
 	return base + r.Path
+}
+
+// azureDeploymentPaths are the operations the dated Azure OpenAI API
+// serves under /openai/deployments/{deployment}; the others (the Responses
+// API) are at /openai/{operation} with the deployment as the body's model,
+// as openai-go's azure package routes them.
+var azureDeploymentPaths = map[string]bool{
+	"/chat/completions": true, "/completions": true, "/embeddings": true,
+	"/images/generations": true, "/audio/speech": true, "/audio/transcriptions": true,
 }
 
 // Prepare adapts an Anthropic-dialect body to the cloud that serves it:

@@ -44,6 +44,8 @@ func TestURLs(t *testing.T) {
 			"https://api.openai.com/v1/chat/completions"},
 		{config.Channel{Provider: config.ProviderAzure, BaseURL: "https://r.openai.azure.com", APIVersion: "2024-10-21"}, Request{Path: "/embeddings", Model: "my dep"},
 			"https://r.openai.azure.com/openai/deployments/my%20dep/embeddings?api-version=2024-10-21"},
+		{config.Channel{Provider: config.ProviderAzure, BaseURL: "https://r.openai.azure.com", APIVersion: "2025-04-01-preview"}, Request{Path: "/responses", Model: "my dep"},
+			"https://r.openai.azure.com/openai/responses?api-version=2025-04-01-preview"},
 		{config.Channel{Provider: config.ProviderAzure, BaseURL: "https://r.openai.azure.com"}, Request{Path: "/chat/completions", Model: "gpt"},
 			"https://r.openai.azure.com/openai/v1/chat/completions"},
 		{config.Channel{Provider: config.ProviderAnthropic, BaseURL: "https://api.anthropic.com"}, Request{Path: "/chat/completions", Model: "claude"},

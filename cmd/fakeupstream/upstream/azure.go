@@ -18,6 +18,12 @@ var azureRoutes = map[string]endpoint{
 	"/audio/transcriptions": routes["/audio/transcriptions"],
 }
 
+// azureResourceRoutes are the dated API's operations outside a deployment
+// (/openai/{operation}?api-version=..., the model in the body).
+var azureResourceRoutes = map[string]endpoint{
+	"/responses": routes["/responses"],
+}
+
 // azureAPIVersionRE is the shape of a dated api-version ("2024-10-21",
 // "2025-04-01-preview").
 var azureAPIVersionRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(-preview)?$`)
