@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream/eventstreamapi"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/google"
 
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/sse"
@@ -56,6 +58,12 @@ func TestURLs(t *testing.T) {
 		{config.Channel{Provider: config.ProviderVertex, BaseURL: "https://us-east5-aiplatform.googleapis.com", Region: "us-east5", Project: "p"},
 			Request{Model: "claude-sonnet@2025", Stream: false},
 			"https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet@2025:rawPredict"},
+		{config.Channel{Provider: config.ProviderVertex, BaseURL: "https://us-east5-aiplatform.googleapis.com", Region: "us-east5", Project: "p"},
+			Request{Model: "claude-sonnet@2025", Stream: true},
+			"https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet@2025:streamRawPredict"},
+		{config.Channel{Provider: config.ProviderBedrock, BaseURL: "https://bedrock-runtime.us-east-1.amazonaws.com", Region: "us-east-1"},
+			Request{Model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0"},
+			"https://bedrock-runtime.us-east-1.amazonaws.com/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke"},
 	}
 	for _, tc := range cases {
 		u := &Upstream{ch: &tc.ch}
@@ -122,6 +130,44 @@ func TestSetHeaders(t *testing.T) {
 		}
 		if got := req.Header.Get(tc.header); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%s %s = %q, want %q", tc.ch.Provider, tc.header, got, tc.want)
+		}
+	}
+}
+
+// Why: betas reach each family as it takes them (the direct API every
+// one, Vertex only the allow-list in the header, Bedrock none in a header:
+// Prepare puts its allow-list in the body); Vertex carries the Google
+// token; a Bedrock stream asks for the event-stream framing.
+func TestFamilyHeaders(t *testing.T) {
+	betas := []string{"interleaved-thinking-2025-05-14", "made-up-beta"}
+	google := func(context.Context, ...string) (*google.Credentials, error) {
+		return &google.Credentials{TokenSource: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "ya29.tok"})}, nil
+	}
+	cases := []struct {
+		provider string
+		want     map[string]string
+	}{
+		{config.ProviderAnthropic, map[string]string{"Anthropic-Beta": "interleaved-thinking-2025-05-14,made-up-beta", "Anthropic-Version": "2023-01-01"}},
+		{config.ProviderVertex, map[string]string{"Anthropic-Beta": "interleaved-thinking-2025-05-14", "Authorization": "Bearer ya29.tok", "Anthropic-Version": ""}},
+		{config.ProviderBedrock, map[string]string{"Anthropic-Beta": "", "Accept": "application/vnd.amazon.eventstream", "X-Amzn-Bedrock-Accept": "application/json", "Anthropic-Version": ""}},
+	}
+	for _, tc := range cases {
+		ch := &config.Channel{Provider: tc.provider, Region: "us-east5", Project: "p", APIKey: "k"}
+		u, err := New(context.Background(), ch, Options{GoogleCredentials: google, AWSConfig: func(context.Context, string) (aws.Config, error) {
+			return aws.Config{Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}, nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, "https://example.com/x", nil)
+		r := &Request{Stream: true, Accept: "text/event-stream", Beta: betas, AnthropicVersion: "2023-01-01"}
+		if err := u.SetHeaders(context.Background(), req, r, []byte(`{}`), time.Unix(0, 0)); err != nil {
+			t.Fatal(err)
+		}
+		for h, want := range tc.want {
+			if got := req.Header.Get(h); got != want {
+				t.Errorf("%s %s = %q, want %q", tc.provider, h, got, want)
+			}
 		}
 	}
 }
