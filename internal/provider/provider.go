@@ -77,9 +77,16 @@ type Options struct {
 	// google.FindDefaultCredentials: GOOGLE_APPLICATION_CREDENTIALS, gcloud's
 	// file, workload identity, the metadata server).
 	GoogleCredentials func(ctx context.Context, scopes ...string) (*google.Credentials, error)
-	// HTTPClient is what token refreshes use (default: http.DefaultClient).
+	// HTTPClient is what Google token refreshes use (default: a client
+	// whose requests end after tokenRefreshTimeout).
 	HTTPClient *http.Client
 }
+
+// tokenRefreshTimeout bounds one Google token refresh by default: the
+// token source refreshes under a lock, so a token endpoint that accepts a
+// connection and never answers would otherwise hold every hop of the
+// channel, with no header timeout yet running.
+const tokenRefreshTimeout = 10 * time.Second
 
 // New resolves ch's credential chain (not its tokens: those are fetched on
 // first use and refreshed ahead of expiry). An error names the channel and
@@ -108,9 +115,11 @@ func New(ctx context.Context, ch *config.Channel, o Options) (*Upstream, error) 
 		if find == nil {
 			find = google.FindDefaultCredentials
 		}
-		if o.HTTPClient != nil {
-			ctx = context.WithValue(ctx, oauth2.HTTPClient, o.HTTPClient)
+		hc := o.HTTPClient
+		if hc == nil {
+			hc = &http.Client{Timeout: tokenRefreshTimeout}
 		}
+		ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
 		creds, err := find(ctx, vertexScope)
 		if err != nil {
 			return nil, fmt.Errorf("channel %q: Google Application Default Credentials: %w", ch.ID, err)
@@ -322,7 +331,7 @@ func (u *Upstream) SetHeaders(ctx context.Context, req *http.Request, r *Request
 			h.Set("anthropic-beta", strings.Join(r.Beta, ","))
 		}
 	case config.ProviderVertex:
-		tok, err := u.google.Token()
+		tok, err := u.googleToken(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: Google OAuth token refresh: %w", ErrCredential, err)
 		}
@@ -345,6 +354,29 @@ func (u *Upstream) SetHeaders(ctx context.Context, req *http.Request, r *Request
 		}
 	}
 	return nil
+}
+
+// googleToken is the channel's Google token, or ctx's error when the hop
+// ends first: oauth2's TokenSource takes no context, so a refresh runs on
+// its own goroutine, which ends with the refresh (bounded by the token
+// client's timeout). A cached token costs that goroutine too: a Vertex
+// hop is a cloud call of seconds, the goroutine a microsecond.
+func (u *Upstream) googleToken(ctx context.Context) (*oauth2.Token, error) {
+	type result struct {
+		tok *oauth2.Token
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		tok, err := u.google.Token()
+		done <- result{tok, err}
+	}()
+	select {
+	case r := <-done:
+		return r.tok, r.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 // ErrorDetail names an upstream error answer in the provider's own terms

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream/eventstreamapi"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"go.uber.org/goleak"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
@@ -170,6 +171,45 @@ func TestFamilyHeaders(t *testing.T) {
 			}
 		}
 	}
+}
+
+// blockingToken is a token source whose refresh hangs until released, as
+// a token endpoint that accepts the connection and never answers.
+type blockingToken struct{ release chan struct{} }
+
+func (b blockingToken) Token() (*oauth2.Token, error) {
+	<-b.release
+	return nil, errors.New("token endpoint: no answer")
+}
+
+// Why: a hung Google token refresh must not hold a Vertex hop past its
+// context (the client leaving, the chain deadline), and the refresh runs
+// on an HTTP client with a timeout, so it ends too.
+func TestVertexTokenBoundedByTheHop(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	tokens := blockingToken{release: make(chan struct{})}
+	var tokenClient *http.Client
+	u, err := New(context.Background(), &config.Channel{Provider: config.ProviderVertex, Region: "us-east5", Project: "p"}, Options{
+		GoogleCredentials: func(ctx context.Context, _ ...string) (*google.Credentials, error) {
+			tokenClient, _ = ctx.Value(oauth2.HTTPClient).(*http.Client)
+			return &google.Credentials{TokenSource: tokens}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokenClient == nil || tokenClient.Timeout <= 0 {
+		t.Fatalf("token refreshes use %+v, want a client with a timeout", tokenClient)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	gone := errors.New("client gone")
+	cancel(gone)
+	req, _ := http.NewRequest(http.MethodPost, "https://example.com/x", nil)
+	err = u.SetHeaders(ctx, req, &Request{}, nil, time.Unix(0, 0))
+	if !errors.Is(err, ErrCredential) || !errors.Is(err, gone) {
+		t.Fatalf("SetHeaders = %v, want the hop's end as a credential error", err)
+	}
+	close(tokens.release) // the refresh ends; so does its goroutine (goleak)
 }
 
 // Why: a refused credential must be visible as such on the hop's span, in
