@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -305,6 +306,49 @@ func TestEventFrames(t *testing.T) {
 	if _, err := big.Next(); !errors.Is(err, sse.ErrFrameTooLarge) {
 		t.Fatalf("an oversized message: %v", err)
 	}
+}
+
+// Why: the SDK's decoder buffers whatever length a message declares, so
+// the frame bound holds on the declared lengths, before the message is
+// read: a prelude announcing 1 MiB (or headers longer than the message,
+// which wraps the payload length around) is refused with nothing buffered.
+func TestEventFramesBoundDeclaredLengths(t *testing.T) {
+	prelude := func(total, headers uint32) []byte {
+		p := binary.BigEndian.AppendUint32(nil, total)
+		p = binary.BigEndian.AppendUint32(p, headers)
+		return append(p, 0, 0, 0, 0) // prelude CRC, never reached
+	}
+	// The rest of the stream is there (1 MiB of it): a decoder that
+	// trusted the prelude would buffer it all before any check.
+	rest := bytes.Repeat([]byte("x"), 1<<20)
+	for name, tc := range map[string]struct {
+		prelude []byte
+		want    error
+	}{
+		"payload over the bound":   {prelude(1<<20+messageOverhead, 0), sse.ErrFrameTooLarge},
+		"headers over the bound":   {prelude(1<<20+messageOverhead, 1<<20), sse.ErrFrameTooLarge},
+		"headers beyond the total": {prelude(messageOverhead+10, 1000), nil},
+	} {
+		body := &countingReader{r: io.MultiReader(bytes.NewReader(tc.prelude), bytes.NewReader(rest))}
+		_, err := NewEventFrames(body, 64<<10).Next()
+		if err == nil || tc.want != nil && !errors.Is(err, tc.want) || errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("%s: %v, want %v", name, err, tc.want)
+		}
+		if body.n > 16<<10 { // one fill of the reader's buffer
+			t.Fatalf("%s: %d bytes read from the upstream", name, body.n)
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }
 
 // FuzzEventFrames: any bytes from an upstream: no panic, frames are SSE
