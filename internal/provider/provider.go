@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -379,6 +380,9 @@ func (u *Upstream) googleToken(ctx context.Context) (*oauth2.Token, error) {
 	}
 }
 
+// maxDetail bounds the message of an ErrorDetail.
+const maxDetail = 300
+
 // ErrorDetail names an upstream error answer in the provider's own terms
 // (its error type and message), for the hop's span: a wrong SigV4
 // signature or an expired token is visible as such. Empty when the body
@@ -423,8 +427,14 @@ func ErrorDetail(h http.Header, body []byte) string {
 			}
 		}
 	}
-	if len(msg) > 300 {
-		msg = msg[:300]
+	if len(msg) > maxDetail {
+		// Cut at a rune boundary: the detail goes on spans and logs, and
+		// an exporter may refuse a string that is not valid UTF-8.
+		n := maxDetail
+		for n > 0 && !utf8.RuneStart(msg[n]) {
+			n--
+		}
+		msg = msg[:n]
 	}
 	switch {
 	case typ != "" && msg != "":

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
@@ -374,9 +375,10 @@ func FuzzEventFrames(f *testing.F) {
 func FuzzErrorDetail(f *testing.F) {
 	f.Add([]byte(`{"error":{"message":"m","type":"t"}}`))
 	f.Add([]byte(`{"message":"` + strings.Repeat("a", 1000) + `"}`))
+	f.Add([]byte(`{"message":"a` + strings.Repeat("é", 500) + `"}`)) // the cut falls inside a rune
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if d := ErrorDetail(http.Header{}, b); len(d) > 400 {
-			t.Fatalf("detail of %d bytes", len(d))
+		if d := ErrorDetail(http.Header{}, b); len(d) > 400 || !utf8.ValidString(d) {
+			t.Fatalf("detail %q: %d bytes, valid UTF-8 %v", d, len(d), utf8.ValidString(d))
 		}
 	})
 }
