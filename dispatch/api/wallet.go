@@ -55,7 +55,7 @@ func (s *Server) identify(cfg *config.Config, r *http.Request) (tenant string, e
 			}
 		}
 	}
-	return "", apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>")
+	return "", apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)")
 }
 
 // reserve holds the request's estimated cost in its tenant's wallet. It
