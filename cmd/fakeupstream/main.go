@@ -3,15 +3,16 @@
 // "m|tokens=60|cut=40", "m|429:ra=7", ...). It is the upstream of the demo,
 // the soak test and the benchmarks; tests use package upstream in-process.
 // One listener speaks five dialects, chosen by the URL path: OpenAI
-// (/v1/...), Azure OpenAI (/openai/deployments/..., /openai/v1/...),
-// Anthropic (/v1/messages), Bedrock (/model/{id}/invoke...) and Vertex AI
+// (/v1/...), Azure OpenAI (/openai/deployments/..., /openai/responses,
+// /openai/v1/...), Anthropic (/v1/messages), Bedrock
+// (/model/{id}/invoke...) and Vertex AI
 // (/v1/projects/.../publishers/anthropic/models/...:rawPredict, with its
 // token endpoint at /token).
 //
 // Usage:
 //
 //	fakeupstream [-listen 127.0.0.1:8401] [-name backup-us] [-frame-delay 20ms] [-api-key KEY]
-//	             [-azure-api-key KEY] [-anthropic-api-key KEY] [-aws-access-key-id ID]
+//	             [-azure-api-key KEY] [-azure-ad-token TOKEN] [-anthropic-api-key KEY] [-aws-access-key-id ID]
 //	             [-aws-secret-access-key SECRET] [-aws-region REGION] [-google-project P]
 //	             [-google-service-account FILE]
 //

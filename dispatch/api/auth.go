@@ -9,25 +9,6 @@ import (
 	"github.com/hopgate/hopgate/dispatch/config"
 )
 
-// authenticate returns the id of the client key presented in Authorization,
-// or ok=false. Only sha256 hashes of keys are held; every stored hash is
-// compared in constant time, without early exit, so timing reveals neither
-// which key matched nor how much of it.
-func authenticate(cfg *config.Config, r *http.Request) (id string, ok bool) {
-	if cfg.Auth.Mode == config.AuthNone {
-		return "", true
-	}
-	sum, ok := keySum(r)
-	if !ok {
-		return "", false
-	}
-	k := configKey(cfg, sum)
-	if k == nil {
-		return "", false
-	}
-	return k.ID, true
-}
-
 // keySum is the sha256 of the client key the request presents:
 // Authorization: Bearer <key>, or x-api-key when there is no Authorization
 // header (Anthropic's clients send it so).
@@ -47,8 +28,10 @@ func keySum(r *http.Request) ([32]byte, bool) {
 	return sha256.Sum256([]byte(key)), true
 }
 
-// configKey returns the config key whose hash is sum, comparing with every
-// key in constant time; nil when none matches.
+// configKey returns the config key whose hash is sum; nil when none
+// matches. Only sha256 hashes of keys are held; every stored hash is
+// compared in constant time, without early exit, so timing reveals neither
+// which key matched nor how much of it.
 func configKey(cfg *config.Config, sum [32]byte) *config.Key {
 	match := 0
 	for i := range cfg.Auth.Keys {

@@ -1,9 +1,12 @@
 // Package api is hopgate's client-facing HTTP API: the OpenAI-compatible
-// routes of the main listener (routes.go: one entry per endpoint, with its
-// operation, upstream path, body kind and stream classifier), client
-// authentication, and the front-door checks that keep bad input away from
-// upstreams (method, key, body size, JSON or multipart body, model,
-// operation). With wallets (a store and auth.mode keys) it also
+// routes of the main listener and Anthropic's POST /v1/messages (routes.go:
+// one entry per endpoint, with its operation, upstream path, body kind and
+// stream classifier), client authentication (Authorization: Bearer, or
+// x-api-key as Anthropic's clients send it), and the front-door checks that
+// keep bad input away from upstreams (method, key, body size, JSON or
+// multipart body, model, operation), refused in the client's own error
+// shape. Overload protection sheds a request it cannot admit at once (503
+// engine_overloaded, X-Hopgate-Shed; package overload). With wallets (a store and auth.mode keys) it also
 // authenticates keys issued at run time and, before dispatch, reserves the
 // request's cost in its tenant's wallet (402 insufficient_balance when it
 // does not fit), then settles or releases it once the engine is done

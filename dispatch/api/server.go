@@ -104,22 +104,30 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 // failAs is fail with the request's outcome: bad_request for the front
 // door's refusals, shed for overload protection's.
 func (s *Server) failAs(w http.ResponseWriter, r *http.Request, e *apierror.Error, outcome string) {
-	id := dispatch.RequestID(r.Context())
-	w.Header().Set("X-Request-Id", id)
-	if tp := dispatch.Traceparent(r.Context()); tp != "" {
-		w.Header().Set("Traceparent", tp)
-	}
-	w.Header().Set("X-Hopgate-Attempts", "0")
 	span := trace.SpanFromContext(r.Context())
 	span.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome), attribute.String(telemetry.AttrErrorCode, e.Code))
-	if r.URL.Path == messagesPath {
-		apierror.WriteAnthropic(w, id, e) // Anthropic clients read Anthropic's shape
-	} else {
-		apierror.Write(w, id, e)
-	}
+	reply(w, r, e)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("status", e.Status), slog.String("outcome", outcome), slog.String("code", e.Code))
+}
+
+// reply writes a refusal as the whole answer, with the request id,
+// traceparent and zero attempts, in the client's own shape: Anthropic's on
+// POST /v1/messages (Anthropic clients read it), OpenAI's elsewhere.
+func reply(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
+	id := dispatch.RequestID(r.Context())
+	h := w.Header()
+	h.Set("X-Request-Id", id)
+	if tp := dispatch.Traceparent(r.Context()); tp != "" {
+		h.Set("Traceparent", tp)
+	}
+	h.Set("X-Hopgate-Attempts", "0")
+	if r.URL.Path == messagesPath {
+		apierror.WriteAnthropic(w, id, e)
+		return
+	}
+	apierror.Write(w, id, e)
 }
 
 // proxy runs the front-door checks, then hands the request to the engine.

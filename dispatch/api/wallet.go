@@ -55,7 +55,7 @@ func (s *Server) identify(cfg *config.Config, r *http.Request) (tenant string, e
 			}
 		}
 	}
-	return "", apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key>")
+	return "", apierror.InvalidAPIKey("missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)")
 }
 
 // reserve holds the request's estimated cost in its tenant's wallet. It
@@ -115,21 +115,10 @@ func reservationSizing(req *dispatch.Request) wallet.Sizing {
 
 // refuse writes a wallet refusal with hopgate's headers and its log line.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, req *dispatch.Request, e *apierror.Error) {
-	id := dispatch.RequestID(r.Context())
-	h := w.Header()
-	h.Set("X-Request-Id", id)
-	if tp := dispatch.Traceparent(r.Context()); tp != "" {
-		h.Set("Traceparent", tp)
-	}
-	h.Set("X-Hopgate-Model", req.Model.Name)
-	h.Set("X-Hopgate-Attempts", "0")
+	w.Header().Set("X-Hopgate-Model", req.Model.Name)
 	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String(telemetry.AttrOutcome, e.Code),
 		attribute.String(telemetry.AttrErrorCode, e.Code))
-	if r.URL.Path == messagesPath {
-		apierror.WriteAnthropic(w, id, e) // Anthropic clients read Anthropic's shape
-	} else {
-		apierror.Write(w, id, e)
-	}
+	reply(w, r, e)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("model", req.Model.Name),
 		slog.Int("status", e.Status), slog.String("outcome", e.Code), slog.String("code", e.Code),

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/hopgate/hopgate/internal/translate"
 )
 
 // Codes produced by hopgate (docs/errors.md is the client-facing reference).
@@ -132,39 +134,11 @@ func StreamInterrupted(msg string) *Error {
 	return &Error{Status: http.StatusBadGateway, Type: "server_error", Code: CodeStreamInterrupted, Message: msg}
 }
 
-// Anthropic's error types (the "type" of {"type":"error","error":{…}}).
-const (
-	anInvalidRequest = "invalid_request_error"
-	anAuthentication = "authentication_error"
-	anBilling        = "billing_error"
-	anNotFound       = "not_found_error"
-	anTooLarge       = "request_too_large"
-	anRateLimit      = "rate_limit_error"
-	anAPIError       = "api_error"
-	anOverloaded     = "overloaded_error"
-)
-
-// AnthropicType is e's error type in Anthropic's vocabulary: clients of
-// POST /v1/messages (the Anthropic SDKs) switch on it.
-func (e *Error) AnthropicType() string {
-	switch {
-	case e.Status == http.StatusUnauthorized:
-		return anAuthentication
-	case e.Status == http.StatusPaymentRequired:
-		return anBilling
-	case e.Status == http.StatusNotFound:
-		return anNotFound
-	case e.Status == http.StatusRequestEntityTooLarge:
-		return anTooLarge
-	case e.Status == http.StatusTooManyRequests:
-		return anRateLimit
-	case e.Status == http.StatusServiceUnavailable || e.Status == 529:
-		return anOverloaded
-	case e.Status >= 500:
-		return anAPIError
-	}
-	return anInvalidRequest
-}
+// AnthropicType is e's error type in Anthropic's vocabulary, the one
+// Anthropic's API answers with e's status: clients of POST /v1/messages
+// (the Anthropic SDKs) switch on it. Upstream errors translated for those
+// clients use the same mapping.
+func (e *Error) AnthropicType() string { return translate.AnthropicErrorType(e.Status) }
 
 type anBody struct {
 	Type      string   `json:"type"`

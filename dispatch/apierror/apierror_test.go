@@ -36,3 +36,26 @@ func TestStreamFrame(t *testing.T) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
 }
+
+// TestAnthropicShape pins the error POST /v1/messages clients parse:
+// Anthropic's shape, hopgate's code leading the message, the status and
+// Retry-After as in the OpenAI shape, and the type Anthropic's API gives
+// the status (a shared upstream status of all_channels_failed included).
+func TestAnthropicShape(t *testing.T) {
+	rec := httptest.NewRecorder()
+	WriteAnthropic(rec, "r1", EngineOverloaded("slow", time.Second))
+	want := `{"type":"error","error":{"type":"overloaded_error","message":"engine_overloaded: slow"},"request_id":"r1"}` + "\n"
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" || rec.Body.String() != want {
+		t.Fatalf("%d retry-after %q body %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+	}
+	for status, typ := range map[int]string{
+		400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error",
+		404: "not_found_error", 408: "timeout_error", 413: "request_too_large", 429: "rate_limit_error",
+		500: "api_error", 502: "api_error", 503: "overloaded_error", 504: "timeout_error", 529: "overloaded_error",
+	} {
+		e := &Error{Status: status, Code: CodeAllChannelsFailed, Message: "m"}
+		if got := e.AnthropicType(); got != typ {
+			t.Errorf("status %d: %s, want %s", status, got, typ)
+		}
+	}
+}

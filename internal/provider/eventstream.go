@@ -3,6 +3,7 @@ package provider
 import (
 	"bufio"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,10 @@ func (f *EventFrames) Next() (sse.Frame, error) {
 			f.err = err
 			return sse.Frame{}, err
 		}
+		if err := f.checkPrelude(); err != nil {
+			f.err = err
+			return sse.Frame{}, err
+		}
 		msg, err := f.dec.Decode(f.br, f.payload[:0])
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -59,10 +64,6 @@ func (f *EventFrames) Next() (sse.Frame, error) {
 			return sse.Frame{}, f.err
 		}
 		f.payload = msg.Payload
-		if f.max > 0 && len(msg.Payload) > f.max {
-			f.err = sse.ErrFrameTooLarge
-			return sse.Frame{}, f.err
-		}
 		name, data, ok := f.event(msg)
 		if !ok {
 			continue // an event type hopgate has no use for
@@ -74,6 +75,35 @@ func (f *EventFrames) Next() (sse.Frame, error) {
 		f.raw = append(f.raw, "\n\n"...)
 		return sse.Frame{Raw: f.raw, Event: name, Data: data, HasData: true}, nil
 	}
+}
+
+// messageOverhead is an event-stream message's bytes besides its headers
+// and payload: the prelude (total length, headers length, prelude CRC) and
+// the message CRC.
+const messageOverhead = 16
+
+// checkPrelude refuses a message whose declared headers or payload exceed
+// the frame bound before the SDK's decoder reads it: the decoder has no
+// bound of its own and buffers whatever length the upstream declares (up
+// to 4 GiB; a headers length above the total makes its payload length
+// wrap around), so the bound must hold before a byte of the message is
+// buffered.
+func (f *EventFrames) checkPrelude() error {
+	if f.max <= 0 {
+		return nil
+	}
+	p, err := f.br.Peek(8)
+	if err != nil {
+		return nil // a prelude cut short: the decoder reports it
+	}
+	total, headers := int64(binary.BigEndian.Uint32(p)), int64(binary.BigEndian.Uint32(p[4:]))
+	if total < messageOverhead+headers {
+		return fmt.Errorf("bedrock event stream: a message of %d bytes declares %d bytes of headers", total, headers)
+	}
+	if headers > int64(f.max) || total-messageOverhead-headers > int64(f.max) {
+		return sse.ErrFrameTooLarge
+	}
+	return nil
 }
 
 // event is the Anthropic event one message carries.

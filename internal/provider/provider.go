@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -77,9 +78,16 @@ type Options struct {
 	// google.FindDefaultCredentials: GOOGLE_APPLICATION_CREDENTIALS, gcloud's
 	// file, workload identity, the metadata server).
 	GoogleCredentials func(ctx context.Context, scopes ...string) (*google.Credentials, error)
-	// HTTPClient is what token refreshes use (default: http.DefaultClient).
+	// HTTPClient is what Google token refreshes use (default: a client
+	// whose requests end after tokenRefreshTimeout).
 	HTTPClient *http.Client
 }
+
+// tokenRefreshTimeout bounds one Google token refresh by default: the
+// token source refreshes under a lock, so a token endpoint that accepts a
+// connection and never answers would otherwise hold every hop of the
+// channel, with no header timeout yet running.
+const tokenRefreshTimeout = 10 * time.Second
 
 // New resolves ch's credential chain (not its tokens: those are fetched on
 // first use and refreshed ahead of expiry). An error names the channel and
@@ -108,9 +116,11 @@ func New(ctx context.Context, ch *config.Channel, o Options) (*Upstream, error) 
 		if find == nil {
 			find = google.FindDefaultCredentials
 		}
-		if o.HTTPClient != nil {
-			ctx = context.WithValue(ctx, oauth2.HTTPClient, o.HTTPClient)
+		hc := o.HTTPClient
+		if hc == nil {
+			hc = &http.Client{Timeout: tokenRefreshTimeout}
 		}
+		ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
 		creds, err := find(ctx, vertexScope)
 		if err != nil {
 			return nil, fmt.Errorf("channel %q: Google Application Default Credentials: %w", ch.ID, err)
@@ -180,10 +190,14 @@ func (u *Upstream) URL(r *Request) string {
 	base := u.ch.BaseURL
 	switch u.ch.Provider {
 	case config.ProviderAzure:
-		if u.ch.APIVersion != "" {
-			return base + "/openai/deployments/" + url.PathEscape(r.Model) + r.Path + "?api-version=" + url.QueryEscape(u.ch.APIVersion)
+		if u.ch.APIVersion == "" {
+			return base + "/openai/v1" + r.Path
 		}
-		return base + "/openai/v1" + r.Path
+		version := "?api-version=" + url.QueryEscape(u.ch.APIVersion)
+		if !azureDeploymentPaths[r.Path] {
+			return base + "/openai" + r.Path + version // the deployment is the body's model
+		}
+		return base + "/openai/deployments/" + url.PathEscape(r.Model) + r.Path + version
 	case config.ProviderAnthropic:
 		return base + "/v1/messages"
 	case config.ProviderBedrock:
@@ -201,6 +215,15 @@ func (u *Upstream) URL(r *Request) string {
 			"/publishers/anthropic/models/" + url.PathEscape(r.Model) + spec
 	}
 	return base + r.Path
+}
+
+// azureDeploymentPaths are the operations the dated Azure OpenAI API
+// serves under /openai/deployments/{deployment}; the others (the Responses
+// API) are at /openai/{operation} with the deployment as the body's model,
+// as openai-go's azure package routes them.
+var azureDeploymentPaths = map[string]bool{
+	"/chat/completions": true, "/completions": true, "/embeddings": true,
+	"/images/generations": true, "/audio/speech": true, "/audio/transcriptions": true,
 }
 
 // Prepare adapts an Anthropic-dialect body to the cloud that serves it:
@@ -309,7 +332,7 @@ func (u *Upstream) SetHeaders(ctx context.Context, req *http.Request, r *Request
 			h.Set("anthropic-beta", strings.Join(r.Beta, ","))
 		}
 	case config.ProviderVertex:
-		tok, err := u.google.Token()
+		tok, err := u.googleToken(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: Google OAuth token refresh: %w", ErrCredential, err)
 		}
@@ -333,6 +356,32 @@ func (u *Upstream) SetHeaders(ctx context.Context, req *http.Request, r *Request
 	}
 	return nil
 }
+
+// googleToken is the channel's Google token, or ctx's error when the hop
+// ends first: oauth2's TokenSource takes no context, so a refresh runs on
+// its own goroutine, which ends with the refresh (bounded by the token
+// client's timeout). A cached token costs that goroutine too: a Vertex
+// hop is a cloud call of seconds, the goroutine a microsecond.
+func (u *Upstream) googleToken(ctx context.Context) (*oauth2.Token, error) {
+	type result struct {
+		tok *oauth2.Token
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		tok, err := u.google.Token()
+		done <- result{tok, err}
+	}()
+	select {
+	case r := <-done:
+		return r.tok, r.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// maxDetail bounds the message of an ErrorDetail.
+const maxDetail = 300
 
 // ErrorDetail names an upstream error answer in the provider's own terms
 // (its error type and message), for the hop's span: a wrong SigV4
@@ -378,8 +427,14 @@ func ErrorDetail(h http.Header, body []byte) string {
 			}
 		}
 	}
-	if len(msg) > 300 {
-		msg = msg[:300]
+	if len(msg) > maxDetail {
+		// Cut at a rune boundary: the detail goes on spans and logs, and
+		// an exporter may refuse a string that is not valid UTF-8.
+		n := maxDetail
+		for n > 0 && !utf8.RuneStart(msg[n]) {
+			n--
+		}
+		msg = msg[:n]
 	}
 	switch {
 	case typ != "" && msg != "":

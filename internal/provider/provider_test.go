@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,11 +12,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream/eventstreamapi"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"go.uber.org/goleak"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/google"
 
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/sse"
@@ -44,6 +49,8 @@ func TestURLs(t *testing.T) {
 			"https://api.openai.com/v1/chat/completions"},
 		{config.Channel{Provider: config.ProviderAzure, BaseURL: "https://r.openai.azure.com", APIVersion: "2024-10-21"}, Request{Path: "/embeddings", Model: "my dep"},
 			"https://r.openai.azure.com/openai/deployments/my%20dep/embeddings?api-version=2024-10-21"},
+		{config.Channel{Provider: config.ProviderAzure, BaseURL: "https://r.openai.azure.com", APIVersion: "2025-04-01-preview"}, Request{Path: "/responses", Model: "my dep"},
+			"https://r.openai.azure.com/openai/responses?api-version=2025-04-01-preview"},
 		{config.Channel{Provider: config.ProviderAzure, BaseURL: "https://r.openai.azure.com"}, Request{Path: "/chat/completions", Model: "gpt"},
 			"https://r.openai.azure.com/openai/v1/chat/completions"},
 		{config.Channel{Provider: config.ProviderAnthropic, BaseURL: "https://api.anthropic.com"}, Request{Path: "/chat/completions", Model: "claude"},
@@ -54,6 +61,12 @@ func TestURLs(t *testing.T) {
 		{config.Channel{Provider: config.ProviderVertex, BaseURL: "https://us-east5-aiplatform.googleapis.com", Region: "us-east5", Project: "p"},
 			Request{Model: "claude-sonnet@2025", Stream: false},
 			"https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet@2025:rawPredict"},
+		{config.Channel{Provider: config.ProviderVertex, BaseURL: "https://us-east5-aiplatform.googleapis.com", Region: "us-east5", Project: "p"},
+			Request{Model: "claude-sonnet@2025", Stream: true},
+			"https://us-east5-aiplatform.googleapis.com/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet@2025:streamRawPredict"},
+		{config.Channel{Provider: config.ProviderBedrock, BaseURL: "https://bedrock-runtime.us-east-1.amazonaws.com", Region: "us-east-1"},
+			Request{Model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0"},
+			"https://bedrock-runtime.us-east-1.amazonaws.com/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke"},
 	}
 	for _, tc := range cases {
 		u := &Upstream{ch: &tc.ch}
@@ -122,6 +135,83 @@ func TestSetHeaders(t *testing.T) {
 			t.Errorf("%s %s = %q, want %q", tc.ch.Provider, tc.header, got, tc.want)
 		}
 	}
+}
+
+// Why: betas reach each family as it takes them (the direct API every
+// one, Vertex only the allow-list in the header, Bedrock none in a header:
+// Prepare puts its allow-list in the body); Vertex carries the Google
+// token; a Bedrock stream asks for the event-stream framing.
+func TestFamilyHeaders(t *testing.T) {
+	betas := []string{"interleaved-thinking-2025-05-14", "made-up-beta"}
+	google := func(context.Context, ...string) (*google.Credentials, error) {
+		return &google.Credentials{TokenSource: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "ya29.tok"})}, nil
+	}
+	cases := []struct {
+		provider string
+		want     map[string]string
+	}{
+		{config.ProviderAnthropic, map[string]string{"Anthropic-Beta": "interleaved-thinking-2025-05-14,made-up-beta", "Anthropic-Version": "2023-01-01"}},
+		{config.ProviderVertex, map[string]string{"Anthropic-Beta": "interleaved-thinking-2025-05-14", "Authorization": "Bearer ya29.tok", "Anthropic-Version": ""}},
+		{config.ProviderBedrock, map[string]string{"Anthropic-Beta": "", "Accept": "application/vnd.amazon.eventstream", "X-Amzn-Bedrock-Accept": "application/json", "Anthropic-Version": ""}},
+	}
+	for _, tc := range cases {
+		ch := &config.Channel{Provider: tc.provider, Region: "us-east5", Project: "p", APIKey: "k"}
+		u, err := New(context.Background(), ch, Options{GoogleCredentials: google, AWSConfig: func(context.Context, string) (aws.Config, error) {
+			return aws.Config{Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}, nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, "https://example.com/x", nil)
+		r := &Request{Stream: true, Accept: "text/event-stream", Beta: betas, AnthropicVersion: "2023-01-01"}
+		if err := u.SetHeaders(context.Background(), req, r, []byte(`{}`), time.Unix(0, 0)); err != nil {
+			t.Fatal(err)
+		}
+		for h, want := range tc.want {
+			if got := req.Header.Get(h); got != want {
+				t.Errorf("%s %s = %q, want %q", tc.provider, h, got, want)
+			}
+		}
+	}
+}
+
+// blockingToken is a token source whose refresh hangs until released, as
+// a token endpoint that accepts the connection and never answers.
+type blockingToken struct{ release chan struct{} }
+
+func (b blockingToken) Token() (*oauth2.Token, error) {
+	<-b.release
+	return nil, errors.New("token endpoint: no answer")
+}
+
+// Why: a hung Google token refresh must not hold a Vertex hop past its
+// context (the client leaving, the chain deadline), and the refresh runs
+// on an HTTP client with a timeout, so it ends too.
+func TestVertexTokenBoundedByTheHop(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	tokens := blockingToken{release: make(chan struct{})}
+	var tokenClient *http.Client
+	u, err := New(context.Background(), &config.Channel{Provider: config.ProviderVertex, Region: "us-east5", Project: "p"}, Options{
+		GoogleCredentials: func(ctx context.Context, _ ...string) (*google.Credentials, error) {
+			tokenClient, _ = ctx.Value(oauth2.HTTPClient).(*http.Client)
+			return &google.Credentials{TokenSource: tokens}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokenClient == nil || tokenClient.Timeout <= 0 {
+		t.Fatalf("token refreshes use %+v, want a client with a timeout", tokenClient)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	gone := errors.New("client gone")
+	cancel(gone)
+	req, _ := http.NewRequest(http.MethodPost, "https://example.com/x", nil)
+	err = u.SetHeaders(ctx, req, &Request{}, nil, time.Unix(0, 0))
+	if !errors.Is(err, ErrCredential) || !errors.Is(err, gone) {
+		t.Fatalf("SetHeaders = %v, want the hop's end as a credential error", err)
+	}
+	close(tokens.release) // the refresh ends; so does its goroutine (goleak)
 }
 
 // Why: a refused credential must be visible as such on the hop's span, in
@@ -219,6 +309,49 @@ func TestEventFrames(t *testing.T) {
 	}
 }
 
+// Why: the SDK's decoder buffers whatever length a message declares, so
+// the frame bound holds on the declared lengths, before the message is
+// read: a prelude announcing 1 MiB (or headers longer than the message,
+// which wraps the payload length around) is refused with nothing buffered.
+func TestEventFramesBoundDeclaredLengths(t *testing.T) {
+	prelude := func(total, headers uint32) []byte {
+		p := binary.BigEndian.AppendUint32(nil, total)
+		p = binary.BigEndian.AppendUint32(p, headers)
+		return append(p, 0, 0, 0, 0) // prelude CRC, never reached
+	}
+	// The rest of the stream is there (1 MiB of it): a decoder that
+	// trusted the prelude would buffer it all before any check.
+	rest := bytes.Repeat([]byte("x"), 1<<20)
+	for name, tc := range map[string]struct {
+		prelude []byte
+		want    error
+	}{
+		"payload over the bound":   {prelude(1<<20+messageOverhead, 0), sse.ErrFrameTooLarge},
+		"headers over the bound":   {prelude(1<<20+messageOverhead, 1<<20), sse.ErrFrameTooLarge},
+		"headers beyond the total": {prelude(messageOverhead+10, 1000), nil},
+	} {
+		body := &countingReader{r: io.MultiReader(bytes.NewReader(tc.prelude), bytes.NewReader(rest))}
+		_, err := NewEventFrames(body, 64<<10).Next()
+		if err == nil || tc.want != nil && !errors.Is(err, tc.want) || errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("%s: %v, want %v", name, err, tc.want)
+		}
+		if body.n > 16<<10 { // one fill of the reader's buffer
+			t.Fatalf("%s: %d bytes read from the upstream", name, body.n)
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
 // FuzzEventFrames: any bytes from an upstream: no panic, frames are SSE
 // with JSON data for known message kinds, an error ends the stream.
 func FuzzEventFrames(f *testing.F) {
@@ -242,9 +375,10 @@ func FuzzEventFrames(f *testing.F) {
 func FuzzErrorDetail(f *testing.F) {
 	f.Add([]byte(`{"error":{"message":"m","type":"t"}}`))
 	f.Add([]byte(`{"message":"` + strings.Repeat("a", 1000) + `"}`))
+	f.Add([]byte(`{"message":"a` + strings.Repeat("é", 500) + `"}`)) // the cut falls inside a rune
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if d := ErrorDetail(http.Header{}, b); len(d) > 400 {
-			t.Fatalf("detail of %d bytes", len(d))
+		if d := ErrorDetail(http.Header{}, b); len(d) > 400 || !utf8.ValidString(d) {
+			t.Fatalf("detail %q: %d bytes, valid UTF-8 %v", d, len(d), utf8.ValidString(d))
 		}
 	})
 }

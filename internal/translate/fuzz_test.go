@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -385,4 +386,55 @@ func checkTranslated(t *testing.T, r Request, err error) {
 	if !json.Valid(r.Body) || !bytes.HasPrefix(r.Body, []byte("{")) {
 		t.Fatalf("invalid body %q", r.Body)
 	}
+}
+
+// Any upstream answer body (untrusted bytes): no panic; a translated
+// answer is one JSON object; a body that is not a JSON object is Malformed
+// with ErrMalformed, never an answer.
+func FuzzResponses(f *testing.F) {
+	addRequestSeeds(f, "response_tochat")
+	addRequestSeeds(f, "response_tomessages")
+	f.Add([]byte(` {"content":[{"type":"tool_use","input":[1,}]} `))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for name, translate := range map[string]func([]byte) ([]byte, gate.Info, error){
+			"MessageToChatCompletion": func(b []byte) ([]byte, gate.Info, error) { return MessageToChatCompletion(b, 1) },
+			"ChatCompletionToMessage": ChatCompletionToMessage,
+		} {
+			out, info, err := translate(body)
+			switch {
+			case err != nil:
+				if !errors.Is(err, ErrMalformed) || info.Kind != gate.Malformed || out != nil {
+					t.Fatalf("%s(%q) = %q, %v, %v", name, body, out, info.Kind, err)
+				}
+			case info.Kind == gate.Error:
+				if out != nil {
+					t.Fatalf("%s(%q): an error answer translated to %q", name, body, out)
+				}
+			case !json.Valid(out) || !bytes.HasPrefix(out, []byte("{")):
+				t.Fatalf("%s(%q) = invalid %q", name, body, out)
+			}
+		}
+	})
+}
+
+// Any upstream error body (untrusted bytes, HTML from a proxy included):
+// no panic; the error in the other family's shape is valid JSON.
+func FuzzErrorBodies(f *testing.F) {
+	f.Add([]byte(`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}`))
+	f.Add([]byte(`{"error":{"message":"m","type":"invalid_request_error","code":"context_length_exceeded","param":"messages"}}`))
+	f.Add([]byte(`{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}`))
+	f.Add([]byte(`{"Message":"Input is too long for requested model."}`))
+	f.Add([]byte(`<html><body>502 Bad Gateway</body></html>`))
+	f.Add([]byte(`{"error":"text"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		_ = ContextLengthExceeded(body)
+		for _, status := range []int{400, 429, 529} {
+			if out := AnthropicErrorToOpenAI(status, body); !json.Valid(out) {
+				t.Fatalf("AnthropicErrorToOpenAI(%d, %q) = invalid %q", status, body, out)
+			}
+			if out := OpenAIErrorToAnthropic(status, body); !json.Valid(out) {
+				t.Fatalf("OpenAIErrorToAnthropic(%d, %q) = invalid %q", status, body, out)
+			}
+		}
+	})
 }

@@ -86,8 +86,9 @@ var contextWordings = []string{
 	"model_context_window_exceeded",
 }
 
-// anthropicTypeFor is the Anthropic error type of an HTTP status.
-func anthropicTypeFor(status int) string {
+// AnthropicErrorType is the Anthropic error type of an HTTP status: the
+// type Anthropic's API answers with that status.
+func AnthropicErrorType(status int) string {
 	switch {
 	case status == http.StatusUnauthorized:
 		return "authentication_error"
@@ -152,7 +153,7 @@ func anthropicTypeForOpenAI(status int, typ, code string) string {
 		if status == http.StatusTooManyRequests && typ == "insufficient_quota" {
 			return "billing_error"
 		}
-		return anthropicTypeFor(status)
+		return AnthropicErrorType(status)
 	}
 	switch typ {
 	case "invalid_request_error":
@@ -178,7 +179,7 @@ func AnthropicErrorToOpenAI(status int, body []byte) []byte {
 		msg = bodyText(status, body)
 	}
 	if typ == "" {
-		typ = anthropicTypeFor(status)
+		typ = AnthropicErrorType(status)
 	}
 	code := typ
 	if ContextLengthExceeded(body) {

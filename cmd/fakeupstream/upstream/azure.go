@@ -18,6 +18,12 @@ var azureRoutes = map[string]endpoint{
 	"/audio/transcriptions": routes["/audio/transcriptions"],
 }
 
+// azureResourceRoutes are the dated API's operations outside a deployment
+// (/openai/{operation}?api-version=..., the model in the body).
+var azureResourceRoutes = map[string]endpoint{
+	"/responses": routes["/responses"],
+}
+
 // azureAPIVersionRE is the shape of a dated api-version ("2024-10-21",
 // "2025-04-01-preview").
 var azureAPIVersionRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(-preview)?$`)
@@ -106,18 +112,13 @@ func (ex *exchange) azureStatus(status int) {
 // azureContentFilter is Azure's 400 for a prompt its content filter
 // blocked, byte for byte in the documented shape.
 func (ex *exchange) azureContentFilter() {
-	type result struct {
-		Filtered bool   `json:"filtered"`
-		Severity string `json:"severity,omitempty"`
-		Detected *bool  `json:"detected,omitempty"`
-	}
 	no := false
 	body := map[string]any{"error": map[string]any{
 		"message": "The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry. To learn more about our content filtering policies please read our documentation: https://go.microsoft.com/fwlink/?linkid=2198766",
 		"type":    nil, "param": "prompt", "code": "content_filter", "status": 400,
 		"innererror": map[string]any{
 			"code": "ResponsibleAIPolicyViolation",
-			"content_filter_result": map[string]result{
+			"content_filter_result": map[string]filterResult{
 				"hate":      {Severity: "safe"},
 				"jailbreak": {Detected: &no},
 				"self_harm": {Severity: "safe"},

@@ -178,6 +178,8 @@ func TestAzureAPIVersion(t *testing.T) {
 		{"/openai/v1/chat/completions?api-version=preview", 200, ""},
 		{"/openai/v1/chat/completions?api-version=2024-10-21", 400, "BadRequest"},
 		{"/openai/deployments/gpt-4o/nope?api-version=2024-10-21", 404, "unknown_url"},
+		{"/openai/responses", 404, "404"},
+		{"/openai/responses?api-version=2025-04-01-preview", 200, ""},
 	} {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, fx.ts.URL+tt.path,
 			strings.NewReader(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`))
@@ -234,6 +236,15 @@ func TestAzureEndpoints(t *testing.T) {
 	}
 	if p := fx.fake.Log()[1].Path; p != "/openai/deployments/whisper/audio/transcriptions" {
 		t.Fatalf("transcription path %q", p)
+	}
+	// The Responses API is outside the deployment URLs: the deployment is
+	// the body's model.
+	r, err := c.Responses.New(t.Context(), responsesParams("gpt-4o|tokens=2"))
+	if err != nil || r.OutputText() != Answer(2) {
+		t.Fatalf("responses: %v", err)
+	}
+	if p := fx.fake.Log()[2].Path; p != "/openai/responses" {
+		t.Fatalf("responses path %q", p)
 	}
 	_, err = c.Embeddings.New(t.Context(), openai.EmbeddingNewParams{
 		Model: "e|503", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("a")},

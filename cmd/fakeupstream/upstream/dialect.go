@@ -53,6 +53,12 @@ func route(r *http.Request) target {
 		t := target{dialect: DialectAzure, azureV1: true}
 		t.ep, t.found = routes[strings.TrimPrefix(r.URL.Path, "/openai/v1")]
 		return t
+	case strings.HasPrefix(esc, "/openai/"):
+		// The dated API outside a deployment (the Responses API): the
+		// deployment is the body's model.
+		t := target{dialect: DialectAzure}
+		t.ep, t.found = azureResourceRoutes[strings.TrimPrefix(r.URL.Path, "/openai")]
+		return t
 	case r.URL.Path == "/v1/messages":
 		return target{dialect: DialectAnthropic, ep: messagesEndpoint, found: true}
 	case strings.HasPrefix(esc, "/model/"):

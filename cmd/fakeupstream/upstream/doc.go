@@ -35,7 +35,9 @@
 //	           {"error":{"message","type","param","code"}}.
 //	azure      /openai/deployments/{deployment}/{chat/completions,completions,embeddings,
 //	           images/generations,audio/speech,audio/transcriptions}?api-version=YYYY-MM-DD[-preview]
-//	           (the deployment is the model; no api-version: 404, an unknown one: 400)
+//	           (the deployment is the model; no api-version: 404, an unknown one: 400),
+//	           /openai/responses?api-version=... (the Responses API is outside the
+//	           deployments: the deployment is the body's model)
 //	           and the v1 API /openai/v1/{...} (model in the body, api-version optional).
 //	           Auth: api-key: Options.AzureAPIKey, or Authorization: Bearer
 //	           Options.AzureADToken (Entra ID), or on v1 the key as a bearer
@@ -248,7 +250,8 @@ Healthy answer: "tok1 tok2 ... tokN " (one token per stream chunk).
 
 Dialects, by URL path (faults mean the same in each, in its provider's shape):
   openai     /v1/chat/completions, /v1/completions, /v1/responses, ...
-  azure      /openai/deployments/{deployment}/...?api-version=...  /openai/v1/...
+  azure      /openai/deployments/{deployment}/...?api-version=...  /openai/responses?api-version=...
+             /openai/v1/...
   anthropic  /v1/messages                  (x-api-key, anthropic-version)
   bedrock    /model/{id}/invoke[-with-response-stream]   (SigV4; event-stream)
   vertex     /v1/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict
