@@ -797,3 +797,20 @@ func TestEarlyWarningInCheck(t *testing.T) {
 		t.Fatalf("check output lacks %q:\n%s", want, b.String())
 	}
 }
+
+// A Vertex channel without base_url gets its location's endpoint, as the
+// Anthropic SDK's vertex package maps it: "global-aiplatform…" and
+// "us-aiplatform…" do not exist.
+func TestVertexDefaultBaseURL(t *testing.T) {
+	for loc, want := range map[string]string{
+		"us-east5": "https://us-east5-aiplatform.googleapis.com",
+		"global":   "https://aiplatform.googleapis.com",
+		"us":       "https://aiplatform.us.rep.googleapis.com",
+		"eu":       "https://aiplatform.eu.rep.googleapis.com",
+	} {
+		c := mustParse(t, "auth: {mode: none}\nchannels:\n  - {id: a, provider: vertex, project: p, region: "+loc+"}\nmodels:\n  - name: m\n    max_tokens_default: 64\n    chain: [{channel: a}]\n", env())
+		if got := c.Channels[0].BaseURL; got != want {
+			t.Errorf("location %s: base_url %q, want %q", loc, got, want)
+		}
+	}
+}

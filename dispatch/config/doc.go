@@ -198,7 +198,8 @@
 //	                            slash is trimmed. openai: required, ends in /v1; azure: required,
 //	                            the resource endpoint; anthropic: default https://api.anthropic.com;
 //	                            bedrock: default https://bedrock-runtime.{region}.amazonaws.com;
-//	                            vertex: default https://{region}-aiplatform.googleapis.com
+//	                            vertex: default https://{region}-aiplatform.googleapis.com (global:
+//	                            https://aiplatform.googleapis.com; us, eu: aiplatform.{us,eu}.rep…)
 //	api_key_env   env var name  the variable must be set and non-empty. openai: optional (Bearer);
 //	                            azure: the api-key (or entra_id); anthropic: required (x-api-key);
 //	                            not for bedrock or vertex (their clouds' credential chains)

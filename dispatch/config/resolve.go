@@ -576,9 +576,23 @@ func (p *parser) provider(ch *Channel, rc *rawChannel, ctx string) {
 		if ch.Region != "" && !regionRE.MatchString(ch.Region) {
 			p.errorf(rc.region.node, "region of %s is not a Vertex AI location: %q", ctx, ch.Region)
 		} else if !hasBase && ch.Region != "" {
-			ch.BaseURL = "https://" + ch.Region + "-aiplatform.googleapis.com"
+			ch.BaseURL = vertexBaseURL(ch.Region)
 		}
 	}
+}
+
+// vertexBaseURL is Vertex AI's endpoint for a location, as the Anthropic
+// SDK's vertex package maps it: the global location and the us and eu
+// multi-regions have endpoints of their own; a region is
+// https://{region}-aiplatform.googleapis.com (DESIGN §8).
+func vertexBaseURL(location string) string {
+	switch location {
+	case "global":
+		return "https://aiplatform.googleapis.com"
+	case "us", "eu":
+		return "https://aiplatform." + location + ".rep.googleapis.com"
+	}
+	return "https://" + location + "-aiplatform.googleapis.com"
 }
 
 // families checks what a model's chain can serve across provider families:
