@@ -4,15 +4,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
 
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/wallet"
@@ -27,8 +31,11 @@ import (
 type faultyStore struct {
 	*store.Store
 	down, lose atomic.Bool
-	mu         sync.Mutex
-	calls      map[string]int
+	// refuse, when set, fails the settles of the requests it names as if
+	// the store were down for them.
+	refuse atomic.Pointer[func(requestID string) bool]
+	mu     sync.Mutex
+	calls  map[string]int
 }
 
 var errDown = fmt.Errorf("%w: test: connection refused", store.ErrUnavailable)
@@ -62,7 +69,7 @@ func (f *faultyStore) Hold(ctx context.Context, h store.Hold) error {
 
 func (f *faultyStore) Settle(ctx context.Context, c store.Charge) (store.Settlement, error) {
 	f.count("settle")
-	if f.down.Load() {
+	if refuse := f.refuse.Load(); f.down.Load() || refuse != nil && (*refuse)(c.RequestID) {
 		return store.Settlement{}, errDown
 	}
 	st, err := f.Store.Settle(ctx, c)
@@ -458,5 +465,94 @@ func TestExpirySweep(t *testing.T) {
 	}
 	if f.clock.Since(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)) < 4*time.Minute {
 		t.Fatal("released before hold_ttl")
+	}
+}
+
+// Why: Close ends the three loops, lands what the store takes again (a
+// charge owed is not dropped at shutdown), and logs each charge the store
+// still cannot take as "unsettled charge" at ERROR with what is needed to
+// apply it by hand: the one way DESIGN §9's "no charge lost" can give.
+func TestCloseLandsOrLogsPending(t *testing.T) {
+	cfg, err := config.Parse([]byte(fmt.Sprintf(fixtureConfig, "")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "w.db"), Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CreateTenant(context.Background(), "acme", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TopUp(context.Background(), "acme", 10_000, "test"); err != nil {
+		t.Fatal(err)
+	}
+	st := &faultyStore{Store: s}
+	var logs testkit.SyncBuffer
+	before := goleak.IgnoreCurrent() // the store's goroutines, not the wallet's
+	w := wallet.New(wallet.Options{Store: st, Config: func() *config.Config { return cfg }, Clock: clock,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	w.Start(context.Background())
+	var rs []*wallet.Reservation
+	for _, id := range []string{"req-landed", "req-lost"} {
+		r, err := w.Reserve(context.Background(), wallet.Request{RequestID: id, Tenant: "acme", Config: cfg,
+			Model: cfg.Model("m"), Sizing: wallet.Sizing{BodyBytes: 4, MaxTokens: 10, MaxTokensPresent: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	st.down.Store(true)
+	landed := rs[0].Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 3})
+	lost := rs[1].Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 4})
+	st.down.Store(false)
+	if w.Pending() != 2 {
+		t.Fatalf("pending %d, want 2", w.Pending())
+	}
+
+	// The store is back for the first charge, not for the second; Close
+	// gives up on it when its context ends (here: at the refusal).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	refuse := func(id string) bool {
+		if id != "req-lost" {
+			return false
+		}
+		cancel()
+		return true
+	}
+	st.refuse.Store(&refuse)
+	w.Close(ctx)
+
+	if tn, err := s.Tenant(context.Background(), "acme"); err != nil || tn.BalanceMicros != 10_000-landed {
+		t.Fatalf("tenant %+v, %v after Close; want balance %d (the landed charge only)", tn, err, 10_000-landed)
+	}
+	type logRecord struct {
+		Msg          string `json:"msg"`
+		Level        string `json:"level"`
+		RequestID    string `json:"request_id"`
+		Tenant       string `json:"tenant"`
+		Model        string `json:"model"`
+		AmountMicros int64  `json:"amount_micros"`
+		OutputTokens int64  `json:"output_tokens"`
+	}
+	var got []logRecord
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var r logRecord
+		if json.Unmarshal([]byte(line), &r) == nil && strings.HasPrefix(r.Msg, "unsettled charge") {
+			got = append(got, r)
+		}
+	}
+	want := logRecord{"", "ERROR", "req-lost", "acme", "m", lost, 4}
+	if len(got) == 1 {
+		want.Msg = got[0].Msg
+	}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("unsettled charge logs %+v, want one: %+v; logs:\n%s", got, want, logs.String())
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("the wallet's loops outlived Close: %v", err)
 	}
 }
