@@ -382,7 +382,7 @@ func TestFailClosed(t *testing.T) {
 // fail_open_credit per tenant on this replica, and every charge lands
 // when the store is back.
 func TestFailOpenCredit(t *testing.T) {
-	f := newFixture(t, ", on_store_error: fail_open, fail_open_credit: 0.0005") // 500 micro-units
+	f := newFixture(t, ", on_store_error: fail_open, fail_open_credit: 0.000402") // exactly two reservations of 201
 	f.topUp(10_000)
 	f.st.down.Store(true)
 	var served []*wallet.Reservation
