@@ -76,10 +76,13 @@ func (w *Wallet) flush(ctx context.Context) bool {
 		if err != nil && unavailable(err) {
 			return false
 		}
-		if err != nil {
-			w.log.Error("wallet: the store refused a retried operation; dropped", slog.String("request_id", op.requestID),
-				slog.Bool("charge", op.charge != nil), slog.Any("error", err))
-		} else if op.charge != nil {
+		switch {
+		case err != nil && op.charge != nil:
+			w.logUnsettled("wallet: the store refused a retried charge; dropped", op.charge, err)
+		case err != nil:
+			w.log.Error("wallet: the store refused a retried release; dropped", slog.String("request_id", op.requestID),
+				slog.Any("error", err))
+		case op.charge != nil:
 			w.log.Info("wallet: charge settled after the store came back", slog.String("request_id", op.requestID),
 				slog.Int("tries", op.tries))
 		}

@@ -190,8 +190,7 @@ func (w *Wallet) settle(ctx context.Context, r *Reservation, t Tokens) int64 {
 	default:
 		w.addUnsettled(c.Tenant, -credit)
 		w.tel.Metrics.WalletStoreError(ctx, "settle")
-		w.log.Error("wallet: the store refused a charge", slog.String("request_id", c.RequestID),
-			slog.String("tenant", c.Tenant), slog.Int64("amount_micros", c.AmountMicros), slog.Any("error", err))
+		w.logUnsettled("wallet: the store refused a charge", &c, err)
 	}
 	return c.AmountMicros
 }

@@ -170,13 +170,21 @@ func (w *Wallet) Close(ctx context.Context) {
 		if op.charge == nil {
 			continue // a release: the hold expires by itself
 		}
-		c := op.charge
-		w.log.Error("unsettled charge: the store was unavailable until shutdown; apply it by hand",
-			slog.String("request_id", c.RequestID), slog.String("tenant", c.Tenant), slog.String("model", c.Model),
-			slog.Int64("amount_micros", c.AmountMicros), slog.Int64("input_tokens", c.InputTokens),
-			slog.Int64("output_tokens", c.OutputTokens), slog.Bool("estimated", c.Estimated))
+		w.logUnsettled("unsettled charge: the store was unavailable until shutdown; apply it by hand", op.charge, nil)
 	}
 	w.tel.Metrics.ObservePendingSettles(nil)
+}
+
+// logUnsettled logs at ERROR a charge the store did not take and that
+// nobody will retry, with everything needed to apply it by hand.
+func (w *Wallet) logUnsettled(msg string, c *store.Charge, err error) {
+	attrs := []any{slog.String("request_id", c.RequestID), slog.String("tenant", c.Tenant), slog.String("model", c.Model),
+		slog.Int64("amount_micros", c.AmountMicros), slog.Int64("input_tokens", c.InputTokens),
+		slog.Int64("output_tokens", c.OutputTokens), slog.Bool("estimated", c.Estimated)}
+	if err != nil {
+		attrs = append(attrs, slog.Any("error", err))
+	}
+	w.log.Error(msg, attrs...)
 }
 
 // Pending is the number of settles and releases waiting for the store.

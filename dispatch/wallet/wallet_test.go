@@ -31,9 +31,9 @@ import (
 type faultyStore struct {
 	*store.Store
 	down, lose atomic.Bool
-	// refuse, when set, fails the settles of the requests it names as if
-	// the store were down for them.
-	refuse atomic.Pointer[func(requestID string) bool]
+	// refuse, when set, fails a settle with the error it returns for the
+	// request (nil: the settle goes on).
+	refuse atomic.Pointer[func(requestID string) error]
 	mu     sync.Mutex
 	calls  map[string]int
 }
@@ -69,8 +69,13 @@ func (f *faultyStore) Hold(ctx context.Context, h store.Hold) error {
 
 func (f *faultyStore) Settle(ctx context.Context, c store.Charge) (store.Settlement, error) {
 	f.count("settle")
-	if refuse := f.refuse.Load(); f.down.Load() || refuse != nil && (*refuse)(c.RequestID) {
+	if f.down.Load() {
 		return store.Settlement{}, errDown
+	}
+	if refuse := f.refuse.Load(); refuse != nil {
+		if err := (*refuse)(c.RequestID); err != nil {
+			return store.Settlement{}, err
+		}
 	}
 	st, err := f.Store.Settle(ctx, c)
 	if err == nil && f.lose.Load() {
@@ -516,12 +521,12 @@ func TestCloseLandsOrLogsPending(t *testing.T) {
 	// gives up on it when its context ends (here: at the refusal).
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	refuse := func(id string) bool {
+	refuse := func(id string) error {
 		if id != "req-lost" {
-			return false
+			return nil
 		}
 		cancel()
-		return true
+		return errDown
 	}
 	st.refuse.Store(&refuse)
 	w.Close(ctx)
@@ -529,30 +534,73 @@ func TestCloseLandsOrLogsPending(t *testing.T) {
 	if tn, err := s.Tenant(context.Background(), "acme"); err != nil || tn.BalanceMicros != 10_000-landed {
 		t.Fatalf("tenant %+v, %v after Close; want balance %d (the landed charge only)", tn, err, 10_000-landed)
 	}
-	type logRecord struct {
-		Msg          string `json:"msg"`
-		Level        string `json:"level"`
-		RequestID    string `json:"request_id"`
-		Tenant       string `json:"tenant"`
-		Model        string `json:"model"`
-		AmountMicros int64  `json:"amount_micros"`
-		OutputTokens int64  `json:"output_tokens"`
-	}
-	var got []logRecord
-	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		var r logRecord
-		if json.Unmarshal([]byte(line), &r) == nil && strings.HasPrefix(r.Msg, "unsettled charge") {
-			got = append(got, r)
-		}
-	}
-	want := logRecord{"", "ERROR", "req-lost", "acme", "m", lost, 4}
-	if len(got) == 1 {
-		want.Msg = got[0].Msg
-	}
-	if len(got) != 1 || got[0] != want {
+	want := chargeLog{"", "ERROR", "req-lost", "acme", "m", lost, 4}
+	if got := chargeLogs(&logs, "unsettled charge"); len(got) != 1 || got[0].withMsg("") != want {
 		t.Fatalf("unsettled charge logs %+v, want one: %+v; logs:\n%s", got, want, logs.String())
 	}
 	if err := goleak.Find(before); err != nil {
 		t.Fatalf("the wallet's loops outlived Close: %v", err)
 	}
+}
+
+// Why: a charge the store refuses (not an outage: nothing retries it) is
+// logged at ERROR with everything needed to apply it by hand, like one
+// still pending at shutdown.
+func TestRefusedChargeIsLoggedWhole(t *testing.T) {
+	f := newFixture(t, "")
+	var logs testkit.SyncBuffer
+	f.w.Close(context.Background()) // the fixture's wallet, replaced by one that logs here
+	f.w = wallet.New(wallet.Options{Store: f.st, Config: func() *config.Config { return f.cfg }, Clock: f.clock,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	f.topUp(10_000)
+	r, err := f.reserve(4, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := f.reserve(4, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.st.down.Store(true)
+	retried := r2.Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 6})
+	f.st.down.Store(false)
+	refuse := func(string) error { return fmt.Errorf("%w: test: refused", store.ErrInvalid) }
+	f.st.refuse.Store(&refuse)
+	charged := r.Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 5})
+	want := chargeLog{"", "ERROR", "req-1", "acme", "m", charged, 5}
+	if got := chargeLogs(&logs, "wallet: the store refused a charge"); len(got) != 1 || got[0].withMsg("") != want {
+		t.Fatalf("refused charge logs %+v, want one: %+v; logs:\n%s", got, want, logs.String())
+	}
+	// A pending charge the store refuses when retried (here at Close) is
+	// dropped the same way.
+	f.w.Close(context.Background())
+	want = chargeLog{"", "ERROR", "req-2", "acme", "m", retried, 6}
+	if got := chargeLogs(&logs, "wallet: the store refused a retried charge"); len(got) != 1 || got[0].withMsg("") != want || f.w.Pending() != 0 {
+		t.Fatalf("refused retried charge logs %+v (pending %d), want one: %+v; logs:\n%s", got, f.w.Pending(), want, logs.String())
+	}
+}
+
+// chargeLog is what a log record of a charge nobody retries must carry.
+type chargeLog struct {
+	Msg          string `json:"msg"`
+	Level        string `json:"level"`
+	RequestID    string `json:"request_id"`
+	Tenant       string `json:"tenant"`
+	Model        string `json:"model"`
+	AmountMicros int64  `json:"amount_micros"`
+	OutputTokens int64  `json:"output_tokens"`
+}
+
+func (c chargeLog) withMsg(m string) chargeLog { c.Msg = m; return c }
+
+// chargeLogs returns the JSON log records whose message starts with prefix.
+func chargeLogs(logs *testkit.SyncBuffer, prefix string) []chargeLog {
+	var out []chargeLog
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var r chargeLog
+		if json.Unmarshal([]byte(line), &r) == nil && strings.HasPrefix(r.Msg, prefix) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
