@@ -17,10 +17,20 @@ type pendingOp struct {
 	tries             int
 }
 
+// enqueue keeps op for the retry loop, or for Close's last tries. Once
+// Close has returned nothing retries: a charge is then logged at once as
+// unsettled, like those Close gave up on (a handler that outlived the
+// drain).
 func (w *Wallet) enqueue(op *pendingOp) {
 	w.mu.Lock()
-	w.pending = append(w.pending, op)
+	closed := w.closed
+	if !closed {
+		w.pending = append(w.pending, op)
+	}
 	w.mu.Unlock()
+	if closed && op.charge != nil {
+		w.logUnsettled("unsettled charge: the store was unavailable after shutdown; apply it by hand", op.charge, nil)
+	}
 }
 
 // nudge wakes the retry loop after a store call succeeded: the store is

@@ -92,7 +92,8 @@ type Wallet struct {
 	kick      chan struct{}
 
 	stop    chan struct{}
-	stopped bool
+	stopped bool // Close was called: the loops end
+	closed  bool // Close has returned: nothing retries any more
 	wg      sync.WaitGroup
 }
 
@@ -139,9 +140,11 @@ func (w *Wallet) Start(ctx context.Context) {
 }
 
 // Close stops the loops, then tries once more to land what is pending
-// (within ctx). A charge still pending after that is logged at ERROR with
-// everything needed to apply it by hand ("unsettled charge"): the only way
-// a charge can be lost is a replica stopped while the store is down.
+// (within ctx). A charge still pending after that, or one the store
+// cannot take after Close (a handler that outlived the drain), is logged
+// at ERROR with everything needed to apply it by hand ("unsettled
+// charge"): the only way a charge can be lost is a replica stopped while
+// the store is down.
 func (w *Wallet) Close(ctx context.Context) {
 	w.mu.Lock()
 	if w.stopped {
@@ -165,6 +168,7 @@ func (w *Wallet) Close(ctx context.Context) {
 	w.mu.Lock()
 	lost := w.pending
 	w.pending = nil
+	w.closed = true
 	w.mu.Unlock()
 	for _, op := range lost {
 		if op.charge == nil {

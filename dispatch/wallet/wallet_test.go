@@ -475,8 +475,9 @@ func TestExpirySweep(t *testing.T) {
 
 // Why: Close ends the three loops, lands what the store takes again (a
 // charge owed is not dropped at shutdown), and logs each charge the store
-// still cannot take as "unsettled charge" at ERROR with what is needed to
-// apply it by hand: the one way DESIGN §9's "no charge lost" can give.
+// still cannot take, then or after Close, as "unsettled charge" at ERROR
+// with what is needed to apply it by hand: the one way DESIGN §9's "no
+// charge lost" can give.
 func TestCloseLandsOrLogsPending(t *testing.T) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(fixtureConfig, "")), nil)
 	if err != nil {
@@ -501,7 +502,7 @@ func TestCloseLandsOrLogsPending(t *testing.T) {
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	w.Start(context.Background())
 	var rs []*wallet.Reservation
-	for _, id := range []string{"req-landed", "req-lost"} {
+	for _, id := range []string{"req-landed", "req-lost", "req-late"} {
 		r, err := w.Reserve(context.Background(), wallet.Request{RequestID: id, Tenant: "acme", Config: cfg,
 			Model: cfg.Model("m"), Sizing: wallet.Sizing{BodyBytes: 4, MaxTokens: 10, MaxTokensPresent: true}})
 		if err != nil {
@@ -534,9 +535,15 @@ func TestCloseLandsOrLogsPending(t *testing.T) {
 	if tn, err := s.Tenant(context.Background(), "acme"); err != nil || tn.BalanceMicros != 10_000-landed {
 		t.Fatalf("tenant %+v, %v after Close; want balance %d (the landed charge only)", tn, err, 10_000-landed)
 	}
-	want := chargeLog{"", "ERROR", "req-lost", "acme", "m", lost, 4}
-	if got := chargeLogs(&logs, "unsettled charge"); len(got) != 1 || got[0].withMsg("") != want {
-		t.Fatalf("unsettled charge logs %+v, want one: %+v; logs:\n%s", got, want, logs.String())
+	// A request that ends after Close, the store down: nothing would
+	// retry its charge, so it is logged at once.
+	st.down.Store(true)
+	late := rs[2].Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 5})
+	st.down.Store(false)
+	want := []chargeLog{{"", "ERROR", "req-lost", "acme", "m", lost, 4}, {"", "ERROR", "req-late", "acme", "m", late, 5}}
+	got := chargeLogs(&logs, "unsettled charge")
+	if len(got) != 2 || got[0].withMsg("") != want[0] || got[1].withMsg("") != want[1] || w.Pending() != 0 {
+		t.Fatalf("unsettled charge logs %+v (pending %d), want %+v; logs:\n%s", got, w.Pending(), want, logs.String())
 	}
 	if err := goleak.Find(before); err != nil {
 		t.Fatalf("the wallet's loops outlived Close: %v", err)
