@@ -165,3 +165,19 @@ func TestTenantsCLIOutputIsJSONSafe(t *testing.T) {
 		t.Fatalf("does not round-trip: %s", out)
 	}
 }
+
+// Why: flags go anywhere among the arguments, and "--" ends them, so a
+// tenant whose name starts with '-' can still be named; without "--" such
+// a name is refused as a flag, never taken for a tenant.
+func TestTenantsCLIFlagsAnywhere(t *testing.T) {
+	cfg, _ := tenantsConfig(t)
+	if out, errs, code := tenantsRun(t, "--config", cfg, "create", "acme"); code != 0 || !strings.Contains(out, `"tenant":"acme"`) {
+		t.Fatalf("flag first: exit %d, %s%s", code, out, errs)
+	}
+	if out, errs, code := tenantsRun(t, "--config", cfg, "create", "--", "-dash"); code != 0 || !strings.Contains(out, `"tenant":"-dash"`) {
+		t.Fatalf("after --: exit %d, %s%s", code, out, errs)
+	}
+	if _, errs, code := tenantsRun(t, "--config", cfg, "show", "-other"); code != 2 || !strings.Contains(errs, "-other") {
+		t.Fatalf("a dash name without --: exit %d, %q; want 2 and the bad flag named", code, errs)
+	}
+}

@@ -249,6 +249,10 @@ func (p *parser) resolveAuth(c *Config, f *rawFile) {
 				continue
 			}
 			tenant = rk.tenant.v
+		} else if f.wallet.store.set && !validTenant(tenant) {
+			// The store would refuse this tenant at every request's hold.
+			p.errorf(rk.id.node, "%s has no tenant, so its id names the tenant, and a tenant must be 1 to 200 bytes without control characters: set tenant", ctx)
+			continue
 		}
 		c.Auth.Keys = append(c.Auth.Keys, Key{ID: rk.id.v, SHA256: sum, Tenant: tenant})
 	}

@@ -189,4 +189,14 @@ func TestWalletValidation(t *testing.T) {
 	if list := errorList(t, err); len(list) != 1 || list[0].Line != 3 || !strings.Contains(list[0].Msg, `tenant of auth key "team-a"`) {
 		t.Fatalf("bad tenant: %v", err)
 	}
+	// Without a tenant the key id names it: with a store, the id must be
+	// a name the store takes.
+	bad = strings.Replace(walletBase, "id: team-b", `id: "team\u0007b"`, 1) + "store: {}\n"
+	_, err = Parse([]byte(bad), env())
+	if list := errorList(t, err); len(list) != 1 || list[0].Line != 4 || !strings.Contains(list[0].Msg, "its id names the tenant") {
+		t.Fatalf("bad default tenant: %v", err)
+	}
+	if _, err := Parse([]byte(strings.Replace(walletBase, "id: team-b", `id: "team\u0007b"`, 1)), env()); err != nil {
+		t.Fatalf("without a store the key id names no wallet: %v", err)
+	}
 }

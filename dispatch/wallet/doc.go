@@ -11,10 +11,10 @@
 // Reservation.Guard so a panic or a forgotten Finish releases the hold.
 // In the background the Wallet re-reads the store's keys every
 // store.key_refresh, releases expired holds (ExpireHolds) so a replica
-// killed mid-request blocks no wallet for longer than billing.hold_ttl,
-// and retries every settle or release the store could not take until it
-// lands: Settle is idempotent per request id, so a charge is neither lost
-// nor taken twice.
+// killed mid-request blocks no wallet for longer than billing.hold_ttl
+// plus one sweep, and retries every settle or release the store could not
+// take until it lands: Settle is idempotent per request id, so a charge is
+// neither lost nor taken twice.
 //
 // It owns the estimates (estimate.go): what a reservation assumes, and what
 // a stream that ended without a usage report is charged. It must not parse

@@ -17,10 +17,20 @@ type pendingOp struct {
 	tries             int
 }
 
+// enqueue keeps op for the retry loop, or for Close's last tries. Once
+// Close has returned nothing retries: a charge is then logged at once as
+// unsettled, like those Close gave up on (a handler that outlived the
+// drain).
 func (w *Wallet) enqueue(op *pendingOp) {
 	w.mu.Lock()
-	w.pending = append(w.pending, op)
+	closed := w.closed
+	if !closed {
+		w.pending = append(w.pending, op)
+	}
 	w.mu.Unlock()
+	if closed && op.charge != nil {
+		w.logUnsettled("unsettled charge: the store was unavailable after shutdown; apply it by hand", op.charge, nil)
+	}
 }
 
 // nudge wakes the retry loop after a store call succeeded: the store is
@@ -76,10 +86,13 @@ func (w *Wallet) flush(ctx context.Context) bool {
 		if err != nil && unavailable(err) {
 			return false
 		}
-		if err != nil {
-			w.log.Error("wallet: the store refused a retried operation; dropped", slog.String("request_id", op.requestID),
-				slog.Bool("charge", op.charge != nil), slog.Any("error", err))
-		} else if op.charge != nil {
+		switch {
+		case err != nil && op.charge != nil:
+			w.logUnsettled("wallet: the store refused a retried charge; dropped", op.charge, err)
+		case err != nil:
+			w.log.Error("wallet: the store refused a retried release; dropped", slog.String("request_id", op.requestID),
+				slog.Any("error", err))
+		case op.charge != nil:
 			w.log.Info("wallet: charge settled after the store came back", slog.String("request_id", op.requestID),
 				slog.Int("tries", op.tries))
 		}

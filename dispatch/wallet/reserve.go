@@ -54,13 +54,10 @@ func (w *Wallet) Reserve(ctx context.Context, q Request) (*Reservation, error) {
 		RequestID: q.RequestID, Tenant: q.Tenant, AmountMicros: r.amount,
 		ExpiresAt: w.clock.Now().Add(positive(q.Config.Billing.HoldTTL, config.DefaultHoldTTL)),
 	}
+	// No second try here: the store already runs again a transaction that
+	// met a stale connection (after a database restart), so an error is an
+	// outage or a lost answer.
 	err := w.hold(ctx, h)
-	if unavailable(err) {
-		// Once more at once (Hold is idempotent per request id): after a
-		// database restart the pool's first use of each old connection
-		// fails, and one stale connection must not cost a client a 503.
-		err = w.hold(ctx, h)
-	}
 	switch {
 	case err == nil:
 		w.nudge()
@@ -193,8 +190,7 @@ func (w *Wallet) settle(ctx context.Context, r *Reservation, t Tokens) int64 {
 	default:
 		w.addUnsettled(c.Tenant, -credit)
 		w.tel.Metrics.WalletStoreError(ctx, "settle")
-		w.log.Error("wallet: the store refused a charge", slog.String("request_id", c.RequestID),
-			slog.String("tenant", c.Tenant), slog.Int64("amount_micros", c.AmountMicros), slog.Any("error", err))
+		w.logUnsettled("wallet: the store refused a charge", &c, err)
 	}
 	return c.AmountMicros
 }

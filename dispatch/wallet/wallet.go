@@ -92,7 +92,8 @@ type Wallet struct {
 	kick      chan struct{}
 
 	stop    chan struct{}
-	stopped bool
+	stopped bool // Close was called: the loops end
+	closed  bool // Close has returned: nothing retries any more
 	wg      sync.WaitGroup
 }
 
@@ -139,9 +140,11 @@ func (w *Wallet) Start(ctx context.Context) {
 }
 
 // Close stops the loops, then tries once more to land what is pending
-// (within ctx). A charge still pending after that is logged at ERROR with
-// everything needed to apply it by hand ("unsettled charge"): the only way
-// a charge can be lost is a replica stopped while the store is down.
+// (within ctx). A charge still pending after that, or one the store
+// cannot take after Close (a handler that outlived the drain), is logged
+// at ERROR with everything needed to apply it by hand ("unsettled
+// charge"): the only way a charge can be lost is a replica stopped while
+// the store is down.
 func (w *Wallet) Close(ctx context.Context) {
 	w.mu.Lock()
 	if w.stopped {
@@ -165,18 +168,27 @@ func (w *Wallet) Close(ctx context.Context) {
 	w.mu.Lock()
 	lost := w.pending
 	w.pending = nil
+	w.closed = true
 	w.mu.Unlock()
 	for _, op := range lost {
 		if op.charge == nil {
 			continue // a release: the hold expires by itself
 		}
-		c := op.charge
-		w.log.Error("unsettled charge: the store was unavailable until shutdown; apply it by hand",
-			slog.String("request_id", c.RequestID), slog.String("tenant", c.Tenant), slog.String("model", c.Model),
-			slog.Int64("amount_micros", c.AmountMicros), slog.Int64("input_tokens", c.InputTokens),
-			slog.Int64("output_tokens", c.OutputTokens), slog.Bool("estimated", c.Estimated))
+		w.logUnsettled("unsettled charge: the store was unavailable until shutdown; apply it by hand", op.charge, nil)
 	}
 	w.tel.Metrics.ObservePendingSettles(nil)
+}
+
+// logUnsettled logs at ERROR a charge the store did not take and that
+// nobody will retry, with everything needed to apply it by hand.
+func (w *Wallet) logUnsettled(msg string, c *store.Charge, err error) {
+	attrs := []any{slog.String("request_id", c.RequestID), slog.String("tenant", c.Tenant), slog.String("model", c.Model),
+		slog.Int64("amount_micros", c.AmountMicros), slog.Int64("input_tokens", c.InputTokens),
+		slog.Int64("output_tokens", c.OutputTokens), slog.Bool("estimated", c.Estimated)}
+	if err != nil {
+		attrs = append(attrs, slog.Any("error", err))
+	}
+	w.log.Error(msg, attrs...)
 }
 
 // Pending is the number of settles and releases waiting for the store.

@@ -4,15 +4,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
 
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/wallet"
@@ -27,8 +31,11 @@ import (
 type faultyStore struct {
 	*store.Store
 	down, lose atomic.Bool
-	mu         sync.Mutex
-	calls      map[string]int
+	// refuse, when set, fails a settle with the error it returns for the
+	// request (nil: the settle goes on).
+	refuse atomic.Pointer[func(requestID string) error]
+	mu     sync.Mutex
+	calls  map[string]int
 }
 
 var errDown = fmt.Errorf("%w: test: connection refused", store.ErrUnavailable)
@@ -64,6 +71,11 @@ func (f *faultyStore) Settle(ctx context.Context, c store.Charge) (store.Settlem
 	f.count("settle")
 	if f.down.Load() {
 		return store.Settlement{}, errDown
+	}
+	if refuse := f.refuse.Load(); refuse != nil {
+		if err := (*refuse)(c.RequestID); err != nil {
+			return store.Settlement{}, err
+		}
 	}
 	st, err := f.Store.Settle(ctx, c)
 	if err == nil && f.lose.Load() {
@@ -375,7 +387,7 @@ func TestFailClosed(t *testing.T) {
 // fail_open_credit per tenant on this replica, and every charge lands
 // when the store is back.
 func TestFailOpenCredit(t *testing.T) {
-	f := newFixture(t, ", on_store_error: fail_open, fail_open_credit: 0.0005") // 500 micro-units
+	f := newFixture(t, ", on_store_error: fail_open, fail_open_credit: 0.000402") // exactly two reservations of 201
 	f.topUp(10_000)
 	f.st.down.Store(true)
 	var served []*wallet.Reservation
@@ -459,4 +471,143 @@ func TestExpirySweep(t *testing.T) {
 	if f.clock.Since(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)) < 4*time.Minute {
 		t.Fatal("released before hold_ttl")
 	}
+}
+
+// Why: Close ends the three loops, lands what the store takes again (a
+// charge owed is not dropped at shutdown), and logs each charge the store
+// still cannot take, then or after Close, as "unsettled charge" at ERROR
+// with what is needed to apply it by hand: the one way DESIGN §9's "no
+// charge lost" can give.
+func TestCloseLandsOrLogsPending(t *testing.T) {
+	cfg, err := config.Parse([]byte(fmt.Sprintf(fixtureConfig, "")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "w.db"), Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CreateTenant(context.Background(), "acme", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TopUp(context.Background(), "acme", 10_000, "test"); err != nil {
+		t.Fatal(err)
+	}
+	st := &faultyStore{Store: s}
+	var logs testkit.SyncBuffer
+	before := goleak.IgnoreCurrent() // the store's goroutines, not the wallet's
+	w := wallet.New(wallet.Options{Store: st, Config: func() *config.Config { return cfg }, Clock: clock,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	w.Start(context.Background())
+	var rs []*wallet.Reservation
+	for _, id := range []string{"req-landed", "req-lost", "req-late"} {
+		r, err := w.Reserve(context.Background(), wallet.Request{RequestID: id, Tenant: "acme", Config: cfg,
+			Model: cfg.Model("m"), Sizing: wallet.Sizing{BodyBytes: 4, MaxTokens: 10, MaxTokensPresent: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	st.down.Store(true)
+	landed := rs[0].Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 3})
+	lost := rs[1].Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 4})
+	st.down.Store(false)
+	if w.Pending() != 2 {
+		t.Fatalf("pending %d, want 2", w.Pending())
+	}
+
+	// The store is back for the first charge, not for the second; Close
+	// gives up on it when its context ends (here: at the refusal).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	refuse := func(id string) error {
+		if id != "req-lost" {
+			return nil
+		}
+		cancel()
+		return errDown
+	}
+	st.refuse.Store(&refuse)
+	w.Close(ctx)
+
+	if tn, err := s.Tenant(context.Background(), "acme"); err != nil || tn.BalanceMicros != 10_000-landed {
+		t.Fatalf("tenant %+v, %v after Close; want balance %d (the landed charge only)", tn, err, 10_000-landed)
+	}
+	// A request that ends after Close, the store down: nothing would
+	// retry its charge, so it is logged at once.
+	st.down.Store(true)
+	late := rs[2].Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 5})
+	st.down.Store(false)
+	want := []chargeLog{{"", "ERROR", "req-lost", "acme", "m", lost, 4}, {"", "ERROR", "req-late", "acme", "m", late, 5}}
+	got := chargeLogs(&logs, "unsettled charge")
+	if len(got) != 2 || got[0].withMsg("") != want[0] || got[1].withMsg("") != want[1] || w.Pending() != 0 {
+		t.Fatalf("unsettled charge logs %+v (pending %d), want %+v; logs:\n%s", got, w.Pending(), want, logs.String())
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("the wallet's loops outlived Close: %v", err)
+	}
+}
+
+// Why: a charge the store refuses (not an outage: nothing retries it) is
+// logged at ERROR with everything needed to apply it by hand, like one
+// still pending at shutdown.
+func TestRefusedChargeIsLoggedWhole(t *testing.T) {
+	f := newFixture(t, "")
+	var logs testkit.SyncBuffer
+	f.w.Close(context.Background()) // the fixture's wallet, replaced by one that logs here
+	f.w = wallet.New(wallet.Options{Store: f.st, Config: func() *config.Config { return f.cfg }, Clock: f.clock,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	f.topUp(10_000)
+	r, err := f.reserve(4, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := f.reserve(4, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.st.down.Store(true)
+	retried := r2.Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 6})
+	f.st.down.Store(false)
+	refuse := func(string) error { return fmt.Errorf("%w: test: refused", store.ErrInvalid) }
+	f.st.refuse.Store(&refuse)
+	charged := r.Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 5})
+	want := chargeLog{"", "ERROR", "req-1", "acme", "m", charged, 5}
+	if got := chargeLogs(&logs, "wallet: the store refused a charge"); len(got) != 1 || got[0].withMsg("") != want {
+		t.Fatalf("refused charge logs %+v, want one: %+v; logs:\n%s", got, want, logs.String())
+	}
+	// A pending charge the store refuses when retried (here at Close) is
+	// dropped the same way.
+	f.w.Close(context.Background())
+	want = chargeLog{"", "ERROR", "req-2", "acme", "m", retried, 6}
+	if got := chargeLogs(&logs, "wallet: the store refused a retried charge"); len(got) != 1 || got[0].withMsg("") != want || f.w.Pending() != 0 {
+		t.Fatalf("refused retried charge logs %+v (pending %d), want one: %+v; logs:\n%s", got, f.w.Pending(), want, logs.String())
+	}
+}
+
+// chargeLog is what a log record of a charge nobody retries must carry.
+type chargeLog struct {
+	Msg          string `json:"msg"`
+	Level        string `json:"level"`
+	RequestID    string `json:"request_id"`
+	Tenant       string `json:"tenant"`
+	Model        string `json:"model"`
+	AmountMicros int64  `json:"amount_micros"`
+	OutputTokens int64  `json:"output_tokens"`
+}
+
+func (c chargeLog) withMsg(m string) chargeLog { c.Msg = m; return c }
+
+// chargeLogs returns the JSON log records whose message starts with prefix.
+func chargeLogs(logs *testkit.SyncBuffer, prefix string) []chargeLog {
+	var out []chargeLog
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var r chargeLog
+		if json.Unmarshal([]byte(line), &r) == nil && strings.HasPrefix(r.Msg, prefix) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers database/sql driver "sqlite"
+
+	"github.com/hopgate/hopgate/internal/money"
 )
 
 // The two drivers of Config.Driver.
@@ -254,10 +256,10 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-// maxAmount bounds every single amount (10^9 currency units): far beyond
-// any real top-up or request, and far from int64 overflow, which SQLite
-// would turn into floating point without an error.
-const maxAmount = 1_000_000_000 * 1_000_000
+// maxAmount bounds every single amount: money.MaxAmount (10^9 currency
+// units), far beyond any real top-up or request, and far from int64
+// overflow, which SQLite would turn into floating point without an error.
+const maxAmount = money.MaxAmount
 
 func validAmount(v int64) bool { return v >= 0 && v <= maxAmount }
 
