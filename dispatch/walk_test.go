@@ -162,6 +162,44 @@ func TestRetryAfterKeepsChannelOut(t *testing.T) {
 	}
 }
 
+// TestSameChannelRetryHonoursRetryAfter: with retries, a channel that
+// says when to come back is retried after its Retry-After when that is
+// within retry_after_max (5 s by default); one that asks for longer is not
+// waited for: the next entry answers at once (DESIGN.md §2 L2).
+func TestSameChannelRetryHonoursRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name, fault string
+		wait        time.Duration // 0: no retry expected
+		path        string
+	}{
+		{"within retry_after_max", "m|429:ra=3-once", 3 * time.Second, "a:429 -> a:ok"},
+		{"beyond retry_after_max", "m|429:ra=7-once", 0, "a:429 -> b:ok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := strings.Replace(twoChannels(tc.fault, "m", ""),
+				"api_key_env: CHANNEL_KEY, region: r-a}", "api_key_env: CHANNEL_KEY, region: r-a, retries: 1}", 1)
+			h := gwtest.New(t, cfg, "a", "b")
+			done := h.Async(chat(false))
+			if tc.wait > 0 {
+				h.WaitSpanEnd(telemetry.SpanAwaitHeaders, 1) // a's 429 arrived
+				h.WaitTimers(1)                              // the backoff
+				h.Clock.Advance(tc.wait)
+			}
+			r := testkit.Recv(t, done, "the reply")
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != tc.path {
+				t.Fatalf("status %d path %q, want %q", r.Status, r.Header.Get("X-Hopgate-Path"), tc.path)
+			}
+			// The backoff is the Retry-After exactly (none when too long),
+			// besides the default header timeout of each hop.
+			if tc.wait > 0 {
+				h.WantArmed(tc.wait, 240*time.Second)
+			} else {
+				h.WantArmed(240 * time.Second)
+			}
+		})
+	}
+}
+
 // TestExhaustion: when every channel fails the client gets the documented
 // code; a status shared by every hop is passed on (429 everywhere → 429).
 func TestExhaustion(t *testing.T) {
