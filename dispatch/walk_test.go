@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -307,6 +308,12 @@ func TestHeaderTimeoutFailsOver(t *testing.T) {
 		t.Fatalf("a saw %d attempts: no same-channel retry after a header timeout", got)
 	}
 	h.WantArmed(10*time.Second, 30*time.Second) // the header timeout (a, b); b's gate
+	// hopgate_header_timeouts_total feeds the failover board's tile.
+	rec := httptest.NewRecorder()
+	h.Tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !regexp.MustCompile(`(?m)^hopgate_header_timeouts_total\{[^}]*channel="a"[^}]*\} 1$`).MatchString(rec.Body.String()) {
+		t.Fatalf("no header timeout counted for a:\n%s", rec.Body.String())
+	}
 }
 
 // TestOpenChainWithFallbackSendsNothing: while an opt-in fallback model can
