@@ -161,14 +161,12 @@ models:
 	testkit.Recv(t, held.opened, "the stream")
 
 	r := h.Post(chat(true))
-	var e struct{ Error struct{ Code string } }
 	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(r.Body, `"engine_overloaded"`) {
 		t.Fatalf("second stream: %d retry-after %q: %s", r.Status, r.Header.Get("Retry-After"), r.Body)
 	}
 	if got := r.Header.Get("X-Hopgate-Shed"); got != "streams" {
 		t.Fatalf("second stream: X-Hopgate-Shed %q, want the reason %q", got, "streams")
 	}
-	_ = e
 	// On-call reads a shed as such, not as the client's mistake.
 	var outcome string
 	for _, sp := range h.Trace(r.Header.Get("X-Request-Id")) {
