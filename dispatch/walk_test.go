@@ -125,15 +125,23 @@ func TestFinalErrorsComeBackAtOnce(t *testing.T) {
 }
 
 // TestRetryableFailuresMoveOn: every retryable kind of DESIGN.md §3 moves to
-// the next channel within the same request and counts as a breaker failure.
+// the next channel within the same request, named by its label on the
+// failover path, and counts as a breaker failure.
 func TestRetryableFailuresMoveOn(t *testing.T) {
-	for _, fault := range []string{"m|reset", "m|401", "m|402", "m|403", "m|429", "m|500", "m|502", "m|504", "m|529", "m|error-body", "m|bad-json", "m|short-body", "m|redirect"} {
+	for fault, label := range map[string]string{
+		"m|reset": "reset", "m|401": "401", "m|402": "402", "m|403": "403", "m|429": "429", "m|500": "500",
+		"m|502": "502", "m|504": "504", "m|529": "529", "m|error-body": "error_body", "m|bad-json": "bad_json",
+		"m|short-body": "short_body", "m|redirect": "302",
+	} {
 		t.Run(fault, func(t *testing.T) {
 			h := gwtest.New(t, twoChannels(fault, "m", ""), "a", "b")
 			for i := 0; i < 4; i++ {
 				r := h.Post(chat(false))
 				if r.Status != 200 || !strings.Contains(r.Body, upstream.Answer(upstream.DefaultTokens)) {
 					t.Fatalf("request %d: %d %s", i, r.Status, r.Body)
+				}
+				if p, want := r.Header.Get("X-Hopgate-Path"), "a:"+label+" -> b:ok"; i < 3 && p != want {
+					t.Fatalf("request %d: path %q, want %q", i, p, want)
 				}
 			}
 			// Three failures open the breaker: the fourth request skipped a.
