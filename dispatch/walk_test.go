@@ -396,3 +396,49 @@ func TestGenAIMetricsPerHop(t *testing.T) {
 		t.Fatalf("failed hop recorded %v, serving hop recorded %v:\n%s", failed, served, rec.Body.String())
 	}
 }
+
+// quotesKey refuses the credential it was sent and quotes it back, as
+// some providers do ("Incorrect API key provided: sk-…").
+type quotesKey struct{}
+
+func (quotesKey) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write([]byte(`{"error":{"message":"Incorrect API key provided: ` + key + `","type":"invalid_request_error","code":"invalid_api_key"}}`))
+}
+
+// TestRefusedCredentialIsRedacted: the provider's words about a refused
+// credential go on the hop's span (so on-call sees why), but never the
+// credential itself (DESIGN.md §5: never record credentials).
+func TestRefusedCredentialIsRedacted(t *testing.T) {
+	h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"a": quotesKey{}}}, twoChannels("m", "m", ""), "b")
+	r := h.Post(chat(false))
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:401 -> b:ok" {
+		t.Fatalf("%d path %q", r.Status, r.Header.Get("X-Hopgate-Path"))
+	}
+	var sawDetail bool
+	for _, sp := range h.Trace(r.Header.Get("X-Request-Id")) {
+		texts := []string{sp.Status.Description}
+		for _, kv := range sp.Attributes {
+			texts = append(texts, kv.Value.Emit())
+		}
+		for _, ev := range sp.Events {
+			for _, kv := range ev.Attributes {
+				texts = append(texts, kv.Value.Emit())
+			}
+		}
+		for _, s := range texts {
+			if strings.Contains(s, channelKey) {
+				t.Fatalf("span %q records the credential: %q", sp.Name, s)
+			}
+			sawDetail = sawDetail || strings.Contains(s, "Incorrect API key provided: [redacted]")
+		}
+	}
+	if !sawDetail {
+		t.Fatal("the provider's refusal is not on the hop's span")
+	}
+	if strings.Contains(h.Logs.String(), channelKey) {
+		t.Fatal("the request log records the credential")
+	}
+}
