@@ -10,7 +10,7 @@ import (
 // timeout that forbids a same-channel retry, the chain deadline — have one
 // answer per kind (DESIGN.md §2 L2, §3).
 func TestHopErrorKinds(t *testing.T) {
-	timeouts := map[Kind]bool{KindHeaderTimeout: true, KindGateTimeout: true, KindIdleTimeout: true, KindStalled: true}
+	timeouts := map[Kind]bool{KindHeaderTimeout: true, KindGateTimeout: true, KindIdleTimeout: true, KindStalled: true, KindNetTimeout: true}
 	seen := map[string]Kind{}
 	for k := Kind(0); k < kindCount; k++ {
 		e := &HopError{Kind: k, Status: 503}
