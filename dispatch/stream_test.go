@@ -497,3 +497,19 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		})
 	}
 }
+
+// TestCommittedStreamHeaders: a committed stream tells caches and
+// buffering proxies (nginx's X-Accel-Buffering) to pass it through as it
+// comes, or flushing per frame gains the client nothing; a buffered
+// answer does not.
+func TestCommittedStreamHeaders(t *testing.T) {
+	h := gwtest.New(t, twoChannels("m", "m", ""), "a", "b")
+	r := h.Post(chat(true))
+	if r.Status != 200 || r.Header.Get("Cache-Control") != "no-cache" || r.Header.Get("X-Accel-Buffering") != "no" {
+		t.Fatalf("stream: %d Cache-Control %q X-Accel-Buffering %q", r.Status, r.Header.Get("Cache-Control"), r.Header.Get("X-Accel-Buffering"))
+	}
+	r = h.Post(chat(false))
+	if r.Status != 200 || r.Header.Get("X-Accel-Buffering") != "" {
+		t.Fatalf("buffered answer: %d X-Accel-Buffering %q", r.Status, r.Header.Get("X-Accel-Buffering"))
+	}
+}
