@@ -232,6 +232,12 @@ func TestExhaustion(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Body), &e); err != nil || e.RequestID == "" || e.RequestID != r.Header.Get("X-Request-Id") {
 		t.Fatalf("error shape / request id: %v %s", err, r.Body)
 	}
+	// A status shared by every hop is passed on only when it is an error:
+	// a redirect everywhere is no answer to pass on.
+	h3 := gwtest.New(t, twoChannels("m|redirect", "m|redirect", ""), "a", "b")
+	if r = h3.Post(chat(false)); r.Status != 502 || !strings.Contains(r.Body, `"all_channels_failed"`) {
+		t.Fatalf("shared redirect: %d %s", r.Status, r.Body)
+	}
 }
 
 // TestFullyOpenChainStillTries: when every channel is open the request
