@@ -387,6 +387,11 @@ func (a *attempt) upstreamError(resp *http.Response) *classify.HopError {
 	e := classify.NewStatus(resp.StatusCode)
 	class := e.Class()
 	if rerr != nil && class == classify.Final {
+		if errors.Is(rerr, errBudget) {
+			// The process cannot hold the answer to pass it on (DESIGN.md
+			// §13): the hop fails as retryable, never as an empty body.
+			return &classify.HopError{Kind: classify.KindBudget, Status: resp.StatusCode, Cause: rerr}
+		}
 		// A final answer we could not read completely is not an answer.
 		if te := a.transportError(rerr); te.Class() != classify.Retryable {
 			return te

@@ -98,6 +98,13 @@ func TestChainDeadlineDegradedReply(t *testing.T) {
 				if h.Attempts("b", "m|no-headers") != 0 {
 					t.Fatal("b asked after the deadline")
 				}
+				// The deadline is the caller's budget, not a verdict on a:
+				// counting it would open healthy channels in an incident.
+				for _, br := range h.Engine.Breakers().All() {
+					if s := br.Snapshot(); s.Failures != 0 {
+						t.Fatalf("breaker %s counted %d failures for a hop the chain deadline ended", s.Name, s.Failures)
+					}
+				}
 				if mode == "error" {
 					if r.Status != 503 || !strings.Contains(r.Body, `"code":"engine_overloaded"`) || r.Header.Get("Retry-After") != "10" {
 						t.Fatalf("%d Retry-After %q: %s", r.Status, r.Header.Get("Retry-After"), r.Body)

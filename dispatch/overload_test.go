@@ -54,6 +54,28 @@ func TestBufferBudgetFailsTheHopOver(t *testing.T) {
 	testkit.Eventually(t, func() bool { return budget.Used() == 0 }, "the budget back to zero")
 }
 
+// bigFinal answers a final 400 whose error body is 8 KiB.
+type bigFinal struct{}
+
+func (bigFinal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write([]byte(`{"error":{"message":"` + strings.Repeat("x", 8<<10) + `","type":"invalid_request_error","code":null}}`))
+}
+
+// TestBufferBudgetFinalAnswer: a final answer the process cannot hold to
+// pass on fails the hop as retryable like any other buffer (DESIGN.md
+// §13); before, the client got the upstream's 400 with an empty body.
+func TestBufferBudgetFinalAnswer(t *testing.T) {
+	budget := overload.NewBudget(4 << 10)
+	h := gwtest.NewWith(t, gwtest.Options{Budget: budget, Custom: map[string]http.Handler{"a": bigFinal{}}}, twoChannels("m", "m", ""), "b")
+	r := h.Post(chat(false))
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:buffer_budget -> b:ok" {
+		t.Fatalf("status %d path %q: %.200s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
+	}
+	testkit.Eventually(t, func() bool { return budget.Used() == 0 }, "the budget back to zero")
+}
+
 // panicky panics instead of sending a request to host boom.invalid.
 type panicky struct{ next http.RoundTripper }
 
@@ -161,14 +183,12 @@ models:
 	testkit.Recv(t, held.opened, "the stream")
 
 	r := h.Post(chat(true))
-	var e struct{ Error struct{ Code string } }
 	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(r.Body, `"engine_overloaded"`) {
 		t.Fatalf("second stream: %d retry-after %q: %s", r.Status, r.Header.Get("Retry-After"), r.Body)
 	}
 	if got := r.Header.Get("X-Hopgate-Shed"); got != "streams" {
 		t.Fatalf("second stream: X-Hopgate-Shed %q, want the reason %q", got, "streams")
 	}
-	_ = e
 	// On-call reads a shed as such, not as the client's mistake.
 	var outcome string
 	for _, sp := range h.Trace(r.Header.Get("X-Request-Id")) {

@@ -53,9 +53,6 @@ func (r *responder) claim() bool { return r.state.CompareAndSwap(replyOpen, repl
 // claimed first (a committed stream is never cut by the deadline).
 func (r *responder) expire() bool { return r.state.CompareAndSwap(replyOpen, replyDeadline) }
 
-// expired reports that the chain deadline owns the reply.
-func (r *responder) expired() bool { return r.state.Load() == replyDeadline }
-
 // gatewayHeaders are hopgate's response headers (DESIGN.md §4).
 type gatewayHeaders struct {
 	requestID, model, attempts, traceparent string

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/internal/testkit"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
@@ -374,6 +375,49 @@ func TestEndlessFrameIsBounded(t *testing.T) {
 	}
 }
 
+// rawStream answers a stream with body, then ends it.
+type rawStream string
+
+func (b rawStream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, string(b))
+}
+
+// TestGateDiscardsUndecidedStreams: a stream that ends, or says [DONE],
+// before anything decisive is an empty answer, and one that would make
+// the gate hold more than its bound (1 MiB of keep-alives) a broken one:
+// both fail the hop before commit (DESIGN.md §2 L3), nothing held
+// reaches the client, and the next channel answers.
+func TestGateDiscardsUndecidedStreams(t *testing.T) {
+	role := `data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}` + "\n\n"
+	for _, tc := range []struct {
+		name  string
+		a     http.Handler
+		label string
+	}{
+		// [DONE] decides even while the upstream keeps the body open.
+		{"role chunk then [DONE]", newParked([]byte(role), []byte("data: [DONE]\n\n")), "stream_eof"},
+		{"role chunk then the end", rawStream(role), "stream_eof"},
+		{"more keep-alives than the gate holds", keepAlives{n: dispatch.DefaultMaxHeld/len(": keep-alive\n\n") + 1}, "gate_overflow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"a": tc.a}}, twoChannels("m", "m", ""), "b")
+			r := h.Post(chat(true))
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:"+tc.label+" -> b:ok" {
+				t.Fatalf("%d path %q, want a:%s -> b:ok", r.Status, r.Header.Get("X-Hopgate-Path"), tc.label)
+			}
+			if got := gwtest.StreamText(r.Body); got != upstream.Answer(upstream.DefaultTokens) {
+				t.Fatalf("answer %q", got)
+			}
+			if n := strings.Count(r.Body, `"role":"assistant"`); n != 1 || strings.Contains(r.Body, "keep-alive") {
+				t.Fatalf("held frames of a reached the client: %q", r.Body)
+			}
+		})
+	}
+}
+
 // parked is an upstream that streams a prefix, then holds the request open
 // until its context ends, and reports that end: the proof that the gateway
 // cancelled the upstream request.
@@ -451,5 +495,21 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 			h.Transport.CloseIdleConnections()
 			goleak.VerifyNone(t, leaks)
 		})
+	}
+}
+
+// TestCommittedStreamHeaders: a committed stream tells caches and
+// buffering proxies (nginx's X-Accel-Buffering) to pass it through as it
+// comes, or flushing per frame gains the client nothing; a buffered
+// answer does not.
+func TestCommittedStreamHeaders(t *testing.T) {
+	h := gwtest.New(t, twoChannels("m", "m", ""), "a", "b")
+	r := h.Post(chat(true))
+	if r.Status != 200 || r.Header.Get("Cache-Control") != "no-cache" || r.Header.Get("X-Accel-Buffering") != "no" {
+		t.Fatalf("stream: %d Cache-Control %q X-Accel-Buffering %q", r.Status, r.Header.Get("Cache-Control"), r.Header.Get("X-Accel-Buffering"))
+	}
+	r = h.Post(chat(false))
+	if r.Status != 200 || r.Header.Get("X-Accel-Buffering") != "" {
+		t.Fatalf("buffered answer: %d X-Accel-Buffering %q", r.Status, r.Header.Get("X-Accel-Buffering"))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -124,15 +125,23 @@ func TestFinalErrorsComeBackAtOnce(t *testing.T) {
 }
 
 // TestRetryableFailuresMoveOn: every retryable kind of DESIGN.md §3 moves to
-// the next channel within the same request and counts as a breaker failure.
+// the next channel within the same request, named by its label on the
+// failover path, and counts as a breaker failure.
 func TestRetryableFailuresMoveOn(t *testing.T) {
-	for _, fault := range []string{"m|reset", "m|401", "m|402", "m|403", "m|429", "m|500", "m|502", "m|504", "m|529", "m|error-body", "m|bad-json", "m|short-body", "m|redirect"} {
+	for fault, label := range map[string]string{
+		"m|reset": "reset", "m|401": "401", "m|402": "402", "m|403": "403", "m|429": "429", "m|500": "500",
+		"m|502": "502", "m|504": "504", "m|529": "529", "m|error-body": "error_body", "m|bad-json": "bad_json",
+		"m|short-body": "short_body", "m|redirect": "302",
+	} {
 		t.Run(fault, func(t *testing.T) {
 			h := gwtest.New(t, twoChannels(fault, "m", ""), "a", "b")
 			for i := 0; i < 4; i++ {
 				r := h.Post(chat(false))
 				if r.Status != 200 || !strings.Contains(r.Body, upstream.Answer(upstream.DefaultTokens)) {
 					t.Fatalf("request %d: %d %s", i, r.Status, r.Body)
+				}
+				if p, want := r.Header.Get("X-Hopgate-Path"), "a:"+label+" -> b:ok"; i < 3 && p != want {
+					t.Fatalf("request %d: path %q, want %q", i, p, want)
 				}
 			}
 			// Three failures open the breaker: the fourth request skipped a.
@@ -162,6 +171,44 @@ func TestRetryAfterKeepsChannelOut(t *testing.T) {
 	}
 }
 
+// TestSameChannelRetryHonoursRetryAfter: with retries, a channel that
+// says when to come back is retried after its Retry-After when that is
+// within retry_after_max (5 s by default); one that asks for longer is not
+// waited for: the next entry answers at once (DESIGN.md §2 L2).
+func TestSameChannelRetryHonoursRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name, fault string
+		wait        time.Duration // 0: no retry expected
+		path        string
+	}{
+		{"within retry_after_max", "m|429:ra=3-once", 3 * time.Second, "a:429 -> a:ok"},
+		{"beyond retry_after_max", "m|429:ra=7-once", 0, "a:429 -> b:ok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := strings.Replace(twoChannels(tc.fault, "m", ""),
+				"api_key_env: CHANNEL_KEY, region: r-a}", "api_key_env: CHANNEL_KEY, region: r-a, retries: 1}", 1)
+			h := gwtest.New(t, cfg, "a", "b")
+			done := h.Async(chat(false))
+			if tc.wait > 0 {
+				h.WaitSpanEnd(telemetry.SpanAwaitHeaders, 1) // a's 429 arrived
+				h.WaitTimers(1)                              // the backoff
+				h.Clock.Advance(tc.wait)
+			}
+			r := testkit.Recv(t, done, "the reply")
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != tc.path {
+				t.Fatalf("status %d path %q, want %q", r.Status, r.Header.Get("X-Hopgate-Path"), tc.path)
+			}
+			// The backoff is the Retry-After exactly (none when too long),
+			// besides the default header timeout of each hop.
+			if tc.wait > 0 {
+				h.WantArmed(tc.wait, 240*time.Second)
+			} else {
+				h.WantArmed(240 * time.Second)
+			}
+		})
+	}
+}
+
 // TestExhaustion: when every channel fails the client gets the documented
 // code; a status shared by every hop is passed on (429 everywhere → 429).
 func TestExhaustion(t *testing.T) {
@@ -184,6 +231,12 @@ func TestExhaustion(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(r.Body), &e); err != nil || e.RequestID == "" || e.RequestID != r.Header.Get("X-Request-Id") {
 		t.Fatalf("error shape / request id: %v %s", err, r.Body)
+	}
+	// A status shared by every hop is passed on only when it is an error:
+	// a redirect everywhere is no answer to pass on.
+	h3 := gwtest.New(t, twoChannels("m|redirect", "m|redirect", ""), "a", "b")
+	if r = h3.Post(chat(false)); r.Status != 502 || !strings.Contains(r.Body, `"all_channels_failed"`) {
+		t.Fatalf("shared redirect: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -269,6 +322,12 @@ func TestHeaderTimeoutFailsOver(t *testing.T) {
 		t.Fatalf("a saw %d attempts: no same-channel retry after a header timeout", got)
 	}
 	h.WantArmed(10*time.Second, 30*time.Second) // the header timeout (a, b); b's gate
+	// hopgate_header_timeouts_total feeds the failover board's tile.
+	rec := httptest.NewRecorder()
+	h.Tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !regexp.MustCompile(`(?m)^hopgate_header_timeouts_total\{[^}]*channel="a"[^}]*\} 1$`).MatchString(rec.Body.String()) {
+		t.Fatalf("no header timeout counted for a:\n%s", rec.Body.String())
+	}
 }
 
 // TestOpenChainWithFallbackSendsNothing: while an opt-in fallback model can
@@ -341,5 +400,51 @@ func TestGenAIMetricsPerHop(t *testing.T) {
 	}
 	if !failed || !served {
 		t.Fatalf("failed hop recorded %v, serving hop recorded %v:\n%s", failed, served, rec.Body.String())
+	}
+}
+
+// quotesKey refuses the credential it was sent and quotes it back, as
+// some providers do ("Incorrect API key provided: sk-…").
+type quotesKey struct{}
+
+func (quotesKey) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write([]byte(`{"error":{"message":"Incorrect API key provided: ` + key + `","type":"invalid_request_error","code":"invalid_api_key"}}`))
+}
+
+// TestRefusedCredentialIsRedacted: the provider's words about a refused
+// credential go on the hop's span (so on-call sees why), but never the
+// credential itself (DESIGN.md §5: never record credentials).
+func TestRefusedCredentialIsRedacted(t *testing.T) {
+	h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"a": quotesKey{}}}, twoChannels("m", "m", ""), "b")
+	r := h.Post(chat(false))
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:401 -> b:ok" {
+		t.Fatalf("%d path %q", r.Status, r.Header.Get("X-Hopgate-Path"))
+	}
+	var sawDetail bool
+	for _, sp := range h.Trace(r.Header.Get("X-Request-Id")) {
+		texts := []string{sp.Status.Description}
+		for _, kv := range sp.Attributes {
+			texts = append(texts, kv.Value.Emit())
+		}
+		for _, ev := range sp.Events {
+			for _, kv := range ev.Attributes {
+				texts = append(texts, kv.Value.Emit())
+			}
+		}
+		for _, s := range texts {
+			if strings.Contains(s, channelKey) {
+				t.Fatalf("span %q records the credential: %q", sp.Name, s)
+			}
+			sawDetail = sawDetail || strings.Contains(s, "Incorrect API key provided: [redacted]")
+		}
+	}
+	if !sawDetail {
+		t.Fatal("the provider's refusal is not on the hop's span")
+	}
+	if strings.Contains(h.Logs.String(), channelKey) {
+		t.Fatal("the request log records the credential")
 	}
 }

@@ -150,11 +150,12 @@ func (e *HopError) Class() Class {
 }
 
 // Timeout reports a hop that cost the caller a full wait (header timeout,
-// gate timeout, a stall): the channel is never retried after it; the next
-// entry of the chain is tried instead (DESIGN.md §2 L2).
+// gate timeout, a stall, a dial or TLS handshake that timed out): the
+// channel is never retried after it; the next entry of the chain is tried
+// instead (DESIGN.md §2 L2: "after any timeout").
 func (e *HopError) Timeout() bool {
 	switch e.Kind {
-	case KindHeaderTimeout, KindGateTimeout, KindIdleTimeout, KindStalled:
+	case KindHeaderTimeout, KindGateTimeout, KindIdleTimeout, KindStalled, KindNetTimeout:
 		return true
 	}
 	return false

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 )
@@ -182,6 +183,9 @@ func FuzzParse(f *testing.F) {
 		`{"model":"a","stream":true,"stream_options":{"x":null}}`,
 		`{"stream":true,"stream_options":null,"messages":[]}`,
 		`{}`, `[]`, `{"model":"a","model":"b"}`, `{"mod\u0065l":"x"}`, ` {"a":[1,{"model":2}]} `,
+		`{"model":"m","max_completion_tokens":1e3,"max_tokens":256,"max_output_tokens":null}`,
+		`{"max_tokens":100.0,"max_output_tokens":123456789012345678901234567890}`,
+		`{"max_tokens":1.5}`, `{"max_output_tokens":-0}`, `{"max_completion_tokens":"7"}`,
 	} {
 		f.Add([]byte(s), "up\"model", "pre")
 	}
@@ -196,6 +200,28 @@ func FuzzParse(f *testing.F) {
 		var orig map[string]json.RawMessage
 		if err := json.Unmarshal(body, &orig); err != nil {
 			t.Fatalf("Parse accepted a non-object: %v", err)
+		}
+		// The token limit the wallet reserves for is the one an upstream
+		// reads: each key an integral number, clamped.
+		var wantMax int64
+		wantPresent := false
+		for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+			v, ok := orig[k]
+			if !ok || string(v) == "null" {
+				continue
+			}
+			n, ok := new(big.Float).SetString(string(v))
+			if !ok || n.Sign() < 0 || !n.IsInt() {
+				t.Fatalf("Parse accepted %s = %s, which is not a non-negative integer", k, v)
+			}
+			c := int64(maxTokenCount)
+			if n.Cmp(big.NewFloat(maxTokenCount)) < 0 {
+				c, _ = n.Int64()
+			}
+			wantMax, wantPresent = max(wantMax, c), true
+		}
+		if fields.MaxTokens != wantMax || fields.MaxTokensPresent != wantPresent {
+			t.Fatalf("MaxTokens = %d (present %v), want %d (%v) for %s", fields.MaxTokens, fields.MaxTokensPresent, wantMax, wantPresent, body)
 		}
 		if model == "" {
 			model = "m"
