@@ -313,15 +313,13 @@ func (c *call) recordBreaker(br *breaker.Breaker, t breaker.Ticket, err *classif
 	switch {
 	case err == nil:
 		br.Done(t, breaker.Success)
-	case err.Class() != classify.Retryable:
-		// Final client errors and cancellations never count.
-		br.Done(t, breaker.Excluded)
-	case err.ChainDeadline():
-		// The chain deadline is the caller's budget, not a verdict on
-		// this channel: a later hop only gets what earlier hops left,
-		// and counting it would open healthy channels in an incident
-		// (header_timeout, below the deadline in the chat profile,
-		// still catches a hanging channel).
+	case !err.AboutChannel():
+		// Final client errors, cancellations, the chain deadline and the
+		// buffer budget never count: counting the deadline would open
+		// healthy channels in an incident (header_timeout, below the
+		// deadline in the chat profile, still catches a hanging channel),
+		// and counting the budget would let an overloaded gateway open
+		// every breaker it has.
 		br.Done(t, breaker.Excluded)
 	default:
 		// The provider said when to come back: honoured even below the

@@ -150,13 +150,12 @@ func recordPremium(a *attempt) {
 }
 
 // warnOutcome classifies a hop for its channel's detector exactly as
-// recordBreaker does for the breaker: final answers, cancellations and the
-// chain deadline say nothing about the channel.
+// recordBreaker does for the breaker (HopError.AboutChannel).
 func warnOutcome(err *classify.HopError) earlywarning.Outcome {
 	switch {
 	case err == nil:
 		return earlywarning.Success
-	case err.Class() != classify.Retryable, err.ChainDeadline():
+	case !err.AboutChannel():
 		return earlywarning.Excluded
 	}
 	return earlywarning.Failure

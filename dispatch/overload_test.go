@@ -54,6 +54,25 @@ func TestBufferBudgetFailsTheHopOver(t *testing.T) {
 	testkit.Eventually(t, func() bool { return budget.Used() == 0 }, "the budget back to zero")
 }
 
+// TestBufferBudgetIsNotTheChannels: a hop failed at the buffer budget is
+// the gateway's overload, not a verdict on the channel: however often it
+// happens, the channel's breaker counts nothing (an overloaded gateway
+// would otherwise open every breaker it has).
+func TestBufferBudgetIsNotTheChannels(t *testing.T) {
+	budget := overload.NewBudget(4 << 10)
+	h := gwtest.NewWith(t, gwtest.Options{Budget: budget}, twoChannels("m|tokens=3000", "m|tokens=5", ""), "a", "b")
+	for range 4 { // more than the breaker's 3 failures
+		if r := h.Post(chat(false)); r.Header.Get("X-Hopgate-Path") != "a:buffer_budget -> b:ok" {
+			t.Fatalf("path %q", r.Header.Get("X-Hopgate-Path"))
+		}
+	}
+	for _, br := range h.Engine.Breakers().All() {
+		if s := br.Snapshot(); s.Failures != 0 || br.State().String() != "closed" {
+			t.Fatalf("breaker %s: %d failures, %s, for hops failed at the buffer budget", s.Name, s.Failures, br.State())
+		}
+	}
+}
+
 // bigFinal answers a final 400 whose error body is 8 KiB.
 type bigFinal struct{}
 

@@ -165,6 +165,15 @@ func (e *HopError) Timeout() bool {
 // budget ran out, which says nothing about the channel (no breaker effect).
 func (e *HopError) ChainDeadline() bool { return e.Kind == KindDeadline }
 
+// AboutChannel reports whether the hop's result is a verdict on its channel,
+// for the breaker and the early-warning detector alike. Final answers (the
+// request is at fault), cancellations, the chain deadline (the caller's
+// budget: a later hop only gets what earlier ones left) and the process's
+// own buffer budget (hopgate is overloaded, not the channel) are not.
+func (e *HopError) AboutChannel() bool {
+	return e.Class() == Retryable && e.Kind != KindDeadline && e.Kind != KindBudget
+}
+
 // ContextLength reports a final answer saying the request does not fit the
 // model's context (the walk may move to the model's context_fallback).
 func (e *HopError) ContextLength() bool {

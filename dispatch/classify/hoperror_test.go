@@ -38,6 +38,10 @@ func TestHopErrorKinds(t *testing.T) {
 		if k != KindStatus && e.Class() != want {
 			t.Errorf("%s: Class() = %v, want %v", label, e.Class(), want)
 		}
+		aboutChannel := want == Retryable && k != KindDeadline && k != KindBudget
+		if k != KindStatus && e.AboutChannel() != aboutChannel {
+			t.Errorf("%s: AboutChannel() = %v, want %v", label, e.AboutChannel(), aboutChannel)
+		}
 	}
 	if got := Kind(kindCount).String(); got != "kind("+strconv.Itoa(int(kindCount))+")" {
 		t.Errorf("an unknown kind reads %q", got)
