@@ -400,11 +400,13 @@ func (a *attempt) upstreamError(resp *http.Response) *classify.HopError {
 	if classify.RetryAfterStatus(resp.StatusCode) {
 		e.RetryAfter = retryafter.Parse(resp.Header.Get("Retry-After"), a.c.e.clock.Now(), maxRetryAfterHeader)
 	}
-	if detail := provider.ErrorDetail(resp.Header, body); detail != "" {
-		if k := a.ch.APIKey; k != "" {
-			// A provider may quote the credential it refused.
-			detail = strings.ReplaceAll(detail, k, "[redacted]")
-		}
+	quoted := body
+	if k := a.ch.APIKey; k != "" && bytes.Contains(body, []byte(k)) {
+		// A provider may quote the credential it refused: redacted before
+		// ErrorDetail cuts the message, so no part of it survives the cut.
+		quoted = bytes.ReplaceAll(body, []byte(k), []byte("[redacted]"))
+	}
+	if detail := provider.ErrorDetail(resp.Header, quoted); detail != "" {
 		e.Cause = errors.New(detail)
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			// Our credential was refused: the provider's own words go on

@@ -405,24 +405,36 @@ func TestGenAIMetricsPerHop(t *testing.T) {
 
 // quotesKey refuses the credential it was sent and quotes it back, as
 // some providers do ("Incorrect API key provided: sk-…").
-type quotesKey struct{}
+// quotesKey refuses the key and quotes it back, after pad bytes of prose:
+// with a pad near provider.ErrorDetail's 300-byte cut, the key straddles it.
+type quotesKey struct{ pad int }
 
-func (quotesKey) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (q quotesKey) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
-	_, _ = w.Write([]byte(`{"error":{"message":"Incorrect API key provided: ` + key + `","type":"invalid_request_error","code":"invalid_api_key"}}`))
+	_, _ = w.Write([]byte(`{"error":{"message":"` + strings.Repeat("x", q.pad) + `Incorrect API key provided: ` + key + `","type":"invalid_request_error","code":"invalid_api_key"}}`))
 }
 
 // TestRefusedCredentialIsRedacted: the provider's words about a refused
 // credential go on the hop's span (so on-call sees why), but never the
 // credential itself (DESIGN.md §5: never record credentials).
 func TestRefusedCredentialIsRedacted(t *testing.T) {
-	h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"a": quotesKey{}}}, twoChannels("m", "m", ""), "b")
+	// pad 0: the whole key is quoted. A pad that puts the key across the
+	// detail's 300-byte cut: no part of it may survive the cut either.
+	straddle := 300 - len("Incorrect API key provided: ") - len(channelKey)/2
+	for _, pad := range []int{0, straddle} {
+		refusedCredentialIsRedacted(t, pad, pad == 0)
+	}
+}
+
+func refusedCredentialIsRedacted(t *testing.T, pad int, whole bool) {
+	h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"a": quotesKey{pad: pad}}}, twoChannels("m", "m", ""), "b")
 	r := h.Post(chat(false))
 	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:401 -> b:ok" {
 		t.Fatalf("%d path %q", r.Status, r.Header.Get("X-Hopgate-Path"))
 	}
+	half := channelKey[:len(channelKey)/2]
 	var sawDetail bool
 	for _, sp := range h.Trace(r.Header.Get("X-Request-Id")) {
 		texts := []string{sp.Status.Description}
@@ -435,10 +447,11 @@ func TestRefusedCredentialIsRedacted(t *testing.T) {
 			}
 		}
 		for _, s := range texts {
-			if strings.Contains(s, channelKey) {
-				t.Fatalf("span %q records the credential: %q", sp.Name, s)
+			if strings.Contains(s, half) {
+				t.Fatalf("pad %d: span %q records (part of) the credential: %q", pad, sp.Name, s)
 			}
-			sawDetail = sawDetail || strings.Contains(s, "Incorrect API key provided: [redacted]")
+			sawDetail = sawDetail || strings.Contains(s, "Incorrect API key provided: [redacted]") ||
+				(!whole && strings.Contains(s, "Incorrect API key provided: "))
 		}
 	}
 	if !sawDetail {
