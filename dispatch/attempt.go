@@ -391,6 +391,11 @@ func (a *attempt) upstreamError(resp *http.Response) *classify.HopError {
 	// now: error bodies are bounded (1 MiB) and short-lived.
 	hold.Release()
 	e := classify.NewStatus(resp.StatusCode)
+	if a.ch.Provider == config.ProviderBedrock {
+		// Bedrock's exception may say "another channel" where its status
+		// reads final (a 400 for our account's quota).
+		e = classify.NewBedrockStatus(resp.StatusCode, provider.AWSErrorType(resp.Header, body))
+	}
 	class := e.Class()
 	if rerr != nil && class == classify.Final {
 		if errors.Is(rerr, errBudget) {
@@ -414,10 +419,12 @@ func (a *attempt) upstreamError(resp *http.Response) *classify.HopError {
 	}
 	if detail := provider.ErrorDetail(resp.Header, quoted); detail != "" {
 		e.Cause = errors.New(detail)
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			// Our credential was refused: the provider's own words go on
-			// the hop's span, so a wrong SigV4 signature or an expired
-			// token is visible as such.
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden ||
+			class != classify.Status(resp.StatusCode) {
+			// Our credential was refused, or the provider's words made a
+			// final status retryable: they go on the hop's span, so a
+			// wrong SigV4 signature, an expired token or a quota at 400
+			// is visible as such.
 			a.span.Error(e.Cause)
 		}
 	}
