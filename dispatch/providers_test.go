@@ -572,4 +572,11 @@ func TestBedrockExceptionsDecide(t *testing.T) {
 			noBreakerFailures(t, h, "a ValidationException")
 		})
 	}
+	// A quota on every channel is no reason to tell the client its request
+	// is bad: all_channels_failed is a 502, not the upstream's 400.
+	h := gwtest.NewWith(t, o, bedrockErrorsConfig, "br", "oai")
+	r := send(t, h, "/v1/chat/completions", chatBody("quota-only", false, ""), nil)
+	if r.Status != 502 || r.Header.Get("X-Hopgate-Path") != "bq:400" || !strings.Contains(r.Body, `"code":"all_channels_failed"`) {
+		t.Fatalf("quota everywhere: status %d path %q: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
+	}
 }
