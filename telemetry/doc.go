@@ -24,9 +24,12 @@
 // anyone knows whether the trace will be kept). The record joins its trace
 // in the failover-aware sampler when the dispatch span ends; only if the
 // sampler keeps the trace are attributes built and the spans handed on, as
-// read-only SDK spans, to the exporter and the trace ring. A healthy trace
-// dropped at the healthy ratio costs its SERVER span and its record,
-// nothing more. Options.PlainSpans records SDK spans from the start
+// read-only SDK spans, to the exporter and the trace ring. The SERVER span
+// is compact too (serverspan.go): the head sampler's decision and the ids
+// as the SDK makes them, attributes kept as set, a read-only view built
+// when it ends for the failover-aware sampler, which decides on it as on
+// an SDK root span. A healthy trace dropped at the healthy ratio costs its
+// SERVER span's attributes and its record, nothing more. Options.PlainSpans records SDK spans from the start
 // instead, the reference the record is tested against.
 //
 // # Why the SERVER span is not otelhttp's
@@ -37,7 +40,9 @@
 // conventions v1.43, as otelhttp v0.72 sets them), under hopgate's
 // instrumentation scope. TestServerSpanMatchesOtelhttp runs otelhttp's
 // handler (the version in go.mod) next to it on the same requests and
-// compares the spans, so an otelhttp upgrade that changes its span shows.
+// compares the spans, so an otelhttp upgrade that changes its span shows;
+// TestCompactServerSpanMatchesSDK holds the compact SERVER span to the SDK
+// span ServerHandler makes without compact spans.
 // otelhttp's handler does work hopgate throws away on every request: it
 // computes the attributes of http.server.* metrics that hopgate does not
 // record (a no-op meter), builds the span's attributes when the span is not

@@ -309,6 +309,8 @@ type exportView struct {
 	attrs      []attribute.KeyValue
 	events     []sdktrace.Event
 	status     sdktrace.Status
+	links      []sdktrace.Link
+	dropped    int // attributes
 	children   int
 	res        *resource.Resource
 	scope      *instrumentation.Scope
@@ -321,7 +323,7 @@ func (v *exportView) SpanKind() trace.SpanKind         { return v.kind }
 func (v *exportView) StartTime() time.Time             { return v.start }
 func (v *exportView) EndTime() time.Time               { return v.end }
 func (v *exportView) Attributes() []attribute.KeyValue { return v.attrs }
-func (v *exportView) Links() []sdktrace.Link           { return nil }
+func (v *exportView) Links() []sdktrace.Link           { return v.links }
 func (v *exportView) Events() []sdktrace.Event         { return v.events }
 func (v *exportView) Status() sdktrace.Status          { return v.status }
 func (v *exportView) InstrumentationScope() instrumentation.Scope {
@@ -331,7 +333,7 @@ func (v *exportView) InstrumentationScope() instrumentation.Scope {
 //nolint:staticcheck // the interface requires it
 func (v *exportView) InstrumentationLibrary() instrumentation.Library { return *v.scope }
 func (v *exportView) Resource() *resource.Resource                    { return v.res }
-func (v *exportView) DroppedAttributes() int                          { return 0 }
+func (v *exportView) DroppedAttributes() int                          { return v.dropped }
 func (v *exportView) DroppedLinks() int                               { return 0 }
 func (v *exportView) DroppedEvents() int                              { return 0 }
 func (v *exportView) ChildSpanCount() int                             { return v.children }

@@ -23,7 +23,7 @@ import (
 // says whether the endpoint is public: an incoming traceparent is then a
 // link, not the parent (nil: never public).
 func (t *Telemetry) ServerHandler(next http.Handler, public func() bool) http.Handler {
-	return &serverHandler{next: next, tracer: t.Tracer, prop: t.Propagator, public: public}
+	return &serverHandler{next: next, tracer: t.Tracer, prop: t.Propagator, public: public, rec: t.server}
 }
 
 type serverHandler struct {
@@ -32,6 +32,7 @@ type serverHandler struct {
 	prop   propagation.TextMapPropagator
 	public func() bool
 	names  cowCache[nameKey, string] // span names by method and route
+	rec    *serverRecorder           // non-nil: compact SERVER spans (serverspan.go)
 }
 
 // spanName is otelhttp's: the method (HTTP if not a known one) and the
@@ -64,6 +65,10 @@ var (
 
 func (h *serverHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := h.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	if h.rec != nil {
+		h.serveCompact(w, r, ctx)
+		return
+	}
 	opts := serverKind
 	if h.public != nil && h.public() {
 		opts = serverKindRoot
@@ -76,7 +81,10 @@ func (h *serverHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer span.End()
 	recording := span.IsRecording()
 	if recording {
-		setRequestAttrs(span, r)
+		buf := attrBufs.Get().(*[14]attribute.KeyValue)
+		span.SetAttributes(appendRequestAttrs(buf[:0], r)...)
+		clear(buf[:])
+		attrBufs.Put(buf)
 	}
 	// One allocation for the writer and the body counter. The body is
 	// restored when the handler returns: net/http checks its type to
@@ -93,34 +101,39 @@ func (h *serverHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var a [3]attribute.KeyValue
-	n := 0
+	span.SetAttributes(appendResponseAttrs(a[:0], sw)...)
+	span.SetStatus(statusOf(sw.status))
+}
+
+// appendResponseAttrs appends otelhttp's response attributes.
+func appendResponseAttrs(a []attribute.KeyValue, sw *serverWriter) []attribute.KeyValue {
 	if sw.body.n > 0 {
-		a[n] = semconv.HTTPRequestBodySize(int(sw.body.n))
-		n++
+		a = append(a, semconv.HTTPRequestBodySize(int(sw.body.n)))
 	}
 	if sw.written > 0 {
-		a[n] = semconv.HTTPResponseBodySize(int(sw.written))
-		n++
+		a = append(a, semconv.HTTPResponseBodySize(int(sw.written)))
 	}
-	a[n] = semconv.HTTPResponseStatusCode(sw.status)
-	n++
-	span.SetAttributes(a[:n]...)
+	return append(a, semconv.HTTPResponseStatusCode(sw.status))
+}
+
+// statusOf is otelhttp's span status for an answer's status code: Error
+// for a 5xx or an invalid code, Unset otherwise.
+func statusOf(code int) (codes.Code, string) {
 	switch {
-	case sw.status < 100 || sw.status >= 600:
-		span.SetStatus(codes.Error, "Invalid HTTP status code "+strconv.Itoa(sw.status))
-	case sw.status >= 500:
-		span.SetStatus(codes.Error, "")
+	case code < 100 || code >= 600:
+		return codes.Error, "Invalid HTTP status code " + strconv.Itoa(code)
+	case code >= 500:
+		return codes.Error, ""
 	}
+	return codes.Unset, ""
 }
 
 // attrBufs holds the request attributes while they are handed to the
 // span, which copies them.
 var attrBufs = sync.Pool{New: func() any { return new([14]attribute.KeyValue) }}
 
-// setRequestAttrs puts otelhttp's request attributes on span, in its order.
-func setRequestAttrs(span trace.Span, r *http.Request) {
-	buf := attrBufs.Get().(*[14]attribute.KeyValue)
-	a := buf[:0]
+// appendRequestAttrs appends otelhttp's request attributes, in its order.
+func appendRequestAttrs(a []attribute.KeyValue, r *http.Request) []attribute.KeyValue {
 	host, port := splitHostPort(r.Host)
 	https := r.TLS != nil
 	a = append(a, semconv.ServerAddress(host), method(r.Method))
@@ -178,9 +191,7 @@ func setRequestAttrs(span trace.Span, r *http.Request) {
 	if i := strings.IndexByte(r.Pattern, '/'); i >= 0 {
 		a = append(a, semconv.HTTPRoute(r.Pattern[i:]))
 	}
-	span.SetAttributes(a...)
-	clear(buf[:])
-	attrBufs.Put(buf)
+	return a
 }
 
 var methods = map[string]attribute.KeyValue{

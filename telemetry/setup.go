@@ -79,6 +79,7 @@ type Telemetry struct {
 	ErrorRates *ErrorRates
 
 	sampler *failoverProcessor // nil without an exporter
+	server  *serverRecorder    // nil: SERVER spans are SDK spans
 }
 
 const defaultFailoverLogSize = 200
@@ -145,6 +146,11 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 	if ringFP != nil && !o.PlainSpans {
 		if res, scope, ok := spanIdentity(t.Tracer); ok {
 			t.Spans.compact(ringFP, o.Clock, tp, res, scope)
+			// The SERVER span too, unless a value length limit asks for the
+			// SDK's truncation of its strings.
+			if limits := sdktrace.NewSpanLimits(); limits.AttributeValueLengthLimit < 0 {
+				t.server = &serverRecorder{sampler: sampler, proc: ringFP, tp: tp, res: res, scope: scope, limits: limits}
+			}
 		}
 	}
 	if fp != nil {

@@ -283,7 +283,7 @@ func (g *Gateway) setupTelemetry(o Options) {
 // there (the tail sampler): it sees a root once its trace was decided.
 func (g *Gateway) watchSpans() {
 	g.watch = newSpanWatch()
-	g.Tel.TracerProvider.RegisterSpanProcessor(g.watch)
+	g.Tel.RegisterSpanProcessor(g.watch)
 	g.Tel.Spans.Watch(g.watch.spanEnded)
 }
 
