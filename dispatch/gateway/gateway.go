@@ -266,7 +266,8 @@ func (g *Gateway) Errors() <-chan error { return g.errs }
 
 // Reload swaps in a new, already validated configuration. Listener
 // addresses cannot change without a restart; breaker state is kept for
-// channels whose breaker policy is unchanged.
+// channels whose breaker policy is unchanged, and forgotten for channels
+// the new configuration removes.
 func (g *Gateway) Reload(cfg *config.Config) error {
 	cur := g.api.Config()
 	if cfg.Listen != cur.Listen || cfg.AdminListen != cur.AdminListen {
@@ -287,6 +288,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 			slog.Int64("max_in_flight", n.MaxInFlight), slog.Int64("max_streams", n.MaxStreams))
 	}
 	g.api.SetConfig(cfg)
+	g.engine.RetainChannels(cfg)
 	g.log.Info("config reloaded", slog.Int("models", len(cfg.Models)), slog.Int("channels", len(cfg.Channels)))
 	return nil
 }
