@@ -289,6 +289,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	g.api.SetConfig(cfg)
 	g.engine.RetainChannels(cfg)
+	g.tel.ErrorRates.Retain(func(ch string) bool { return cfg.Channel(ch) != nil })
 	g.log.Info("config reloaded", slog.Int("models", len(cfg.Models)), slog.Int("channels", len(cfg.Channels)))
 	return nil
 }

@@ -125,8 +125,9 @@ models:
 }
 
 // TestReloadForgetsRemovedChannels: a reload that removes a channel drops
-// its breaker and early-warning detector (a long-running gateway reloaded
-// many times would otherwise keep state for every channel it ever had),
+// its breaker, early-warning detector and error-rate counters (a
+// long-running gateway reloaded many times would otherwise keep state for
+// every channel it ever had),
 // and leaves the state of the channels it keeps alone: a's breaker, open
 // before the reload, is still open after it.
 func TestReloadForgetsRemovedChannels(t *testing.T) {
@@ -139,8 +140,9 @@ func TestReloadForgetsRemovedChannels(t *testing.T) {
 	if r := g.Post(`{"model":"m2","messages":[]}`); r.Status != 200 {
 		t.Fatalf("m2 on channel c: %d %s", r.Status, r.Body)
 	}
-	eng := g.Process.Engine()
-	// names lists the channels with a breaker, then those with a detector.
+	eng, rates := g.Process.Engine(), g.Process.Telemetry().ErrorRates
+	// names lists the channels with a breaker, then those with a detector,
+	// then those with error-rate counters (the on-call page's).
 	names := func() string {
 		var out []string
 		for _, b := range eng.Breakers().All() {
@@ -150,10 +152,12 @@ func TestReloadForgetsRemovedChannels(t *testing.T) {
 		for _, d := range eng.Warnings().All() {
 			out = append(out, d.Name())
 		}
+		out = append(out, "|")
+		out = append(out, rates.Channels()...)
 		return strings.Join(out, " ")
 	}
-	if before := names(); before != "a b c | a b c" {
-		t.Fatalf("breakers | detectors before the reload: %s", before)
+	if before := names(); before != "a b c | a b c | a b c" {
+		t.Fatalf("breakers | detectors | error rates before the reload: %s", before)
 	}
 	detA := eng.Warnings().Lookup("a")
 	if st := breakerStates(t, g); st["a"] != "open" {
@@ -163,8 +167,8 @@ func TestReloadForgetsRemovedChannels(t *testing.T) {
 	if err := g.Process.Reload(g.Reparse(relThree(false))); err != nil {
 		t.Fatal(err)
 	}
-	if after := names(); after != "a b | a b" {
-		t.Fatalf("breakers | detectors after a reload that removed c: %s, want c's gone", after)
+	if after := names(); after != "a b | a b | a b" {
+		t.Fatalf("breakers | detectors | error rates after a reload that removed c: %s, want c's gone", after)
 	}
 	if eng.Warnings().Lookup("a") != detA {
 		t.Fatal("the reload replaced the detector of a channel it kept")
