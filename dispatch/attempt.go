@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net"
@@ -222,8 +223,7 @@ func (a *attempt) end(err *classify.HopError) {
 func (a *attempt) send(opts reqbody.Options) (*http.Response, *classify.HopError) {
 	c := a.c
 	if a.upErr != nil {
-		a.span.Error(a.upErr)
-		return nil, &classify.HopError{Kind: classify.KindCredential, Cause: a.upErr}
+		return nil, a.transportError(fmt.Errorf("%w: %w", provider.ErrCredential, a.upErr))
 	}
 	r := a.upstreamRequest(nil)
 	body, herr := a.dia.requestBody(opts, r)
@@ -242,8 +242,7 @@ func (a *attempt) send(opts reqbody.Options) (*http.Response, *classify.HopError
 		defer held.release()
 	}
 	if err := a.up.SetHeaders(a.ctx, req, r, body, c.e.clock.Now()); err != nil {
-		a.span.Error(err)
-		return nil, &classify.HopError{Kind: classify.KindCredential, Cause: err}
+		return nil, a.transportError(err)
 	}
 	c.e.tel.Propagator.Inject(a.ctx, propagation.HeaderCarrier(req.Header))
 
@@ -320,8 +319,11 @@ func redactedURL(u *url.URL) string {
 	return u.String()
 }
 
-// transportError classifies an error before response headers, or while
-// reading a body, keeping it as the cause.
+// transportError classifies an error before response headers (a channel
+// credential that could not be obtained included), or while reading a
+// body, keeping it as the cause. The hop's context ending explains any of
+// them first: a token refresh cut by the client's departure or the chain
+// deadline says nothing about the channel's credential.
 func (a *attempt) transportError(err error) *classify.HopError {
 	switch cause := context.Cause(a.ctx); {
 	case cause == errHeaderTimeout:
@@ -331,6 +333,10 @@ func (a *attempt) transportError(err error) *classify.HopError {
 	}
 	if classify.Error(a.c.clientCtx, err) == classify.Canceled {
 		return &classify.HopError{Kind: classify.KindCanceled, Cause: err}
+	}
+	if errors.Is(err, provider.ErrCredential) {
+		a.span.Error(err) // why: a refresh refused, a chain that finds nothing
+		return &classify.HopError{Kind: classify.KindCredential, Cause: err}
 	}
 	return &classify.HopError{Kind: netKind(err), Cause: err}
 }
@@ -385,6 +391,11 @@ func (a *attempt) upstreamError(resp *http.Response) *classify.HopError {
 	// now: error bodies are bounded (1 MiB) and short-lived.
 	hold.Release()
 	e := classify.NewStatus(resp.StatusCode)
+	if a.ch.Provider == config.ProviderBedrock {
+		// Bedrock's exception may say "another channel" where its status
+		// reads final (a 400 for our account's quota).
+		e = classify.NewBedrockStatus(resp.StatusCode, provider.AWSErrorType(resp.Header, body))
+	}
 	class := e.Class()
 	if rerr != nil && class == classify.Final {
 		if errors.Is(rerr, errBudget) {
@@ -408,10 +419,12 @@ func (a *attempt) upstreamError(resp *http.Response) *classify.HopError {
 	}
 	if detail := provider.ErrorDetail(resp.Header, quoted); detail != "" {
 		e.Cause = errors.New(detail)
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			// Our credential was refused: the provider's own words go on
-			// the hop's span, so a wrong SigV4 signature or an expired
-			// token is visible as such.
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden ||
+			class != classify.Status(resp.StatusCode) {
+			// Our credential was refused, or the provider's words made a
+			// final status retryable: they go on the hop's span, so a
+			// wrong SigV4 signature, an expired token or a quota at 400
+			// is visible as such.
 			a.span.Error(e.Cause)
 		}
 	}

@@ -473,7 +473,9 @@ func (c *call) dropBody() {
 }
 
 // sharedStatus: when every hop returned the same upstream status, the client
-// gets that status (a 429 everywhere is a 429), else 502.
+// gets that status (a 429 everywhere is a 429), else 502. Only a status
+// that reads retryable is passed on: a Bedrock 400 for our account's quota
+// failed over, and would tell the client its request is at fault.
 func sharedStatus(statuses []int) (int, bool) {
 	if len(statuses) == 0 {
 		return 0, false
@@ -483,7 +485,7 @@ func sharedStatus(statuses []int) (int, bool) {
 			return 0, false
 		}
 	}
-	if statuses[0] < 400 {
+	if statuses[0] < 400 || classify.Status(statuses[0]) != classify.Retryable {
 		return 0, false
 	}
 	return statuses[0], true

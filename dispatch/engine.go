@@ -265,9 +265,9 @@ type Request struct {
 	AnthropicVersion string
 	AnthropicBeta    []string
 	// Flusher, if set, is flushed instead of the ResponseWriter the answer
-	// is written to. Package api passes the writer under otelhttp's
-	// response wrapper, whose Flush allocates three objects per call (one
-	// call per SSE frame) and drops the flush error; the bytes still go
+	// is written to. Package api passes the writer under the SERVER span's
+	// (telemetry.ServerHandler), whose Flush, an http.Flusher's, cannot
+	// return the flush error the responder needs; the bytes still go
 	// through the wrapper, so the server span's byte count stays exact.
 	Flusher http.ResponseWriter
 }

@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -474,5 +475,108 @@ func TestResumeAcrossFamilies(t *testing.T) {
 				t.Fatalf("path %q outcome %q", path, outcome)
 			}
 		})
+	}
+}
+
+// bedrockQuota answers every request as Bedrock does when the account's
+// quota is exhausted: 400 ServiceQuotaExceededException, named in
+// X-Amzn-ErrorType, or (inBody) only as __type in the body.
+func bedrockQuota(inBody bool) http.Handler {
+	const msg = "Your request exceeds the service quota for your account. You can view your quotas at https://docs.aws.amazon.com/servicequotas/latest/userguide/gs-request-quota.html. You can resubmit your request later."
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := `{"message":"` + msg + `"}`
+		if inBody {
+			body = `{"__type":"com.amazon.bedrock#ServiceQuotaExceededException","message":"` + msg + `"}`
+		} else {
+			w.Header().Set("X-Amzn-Errortype", "ServiceQuotaExceededException:http://internal.amazon.com/coral/com.amazon.bedrock/")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, body)
+	})
+}
+
+// bedrockErrorsConfig puts Bedrock channels answering each exception in
+// front of a healthy OpenAI channel: bq and bt answer the quota exception
+// (in the header, in the body), br is the Bedrock fake (its 400 is a
+// ValidationException, its 424 a ModelErrorException).
+const bedrockErrorsConfig = `
+region: test-1
+auth: {mode: none}
+channels:
+  - {id: br, provider: bedrock, base_url: "{{base:br}}", region: us-east-1}
+  - {id: bq, provider: bedrock, base_url: "{{url:bq}}", region: us-east-1}
+  - {id: bt, provider: bedrock, base_url: "{{url:bt}}", region: us-east-1}
+  - {id: oai, provider: openai, base_url: "{{url:oai}}", api_key_env: CHANNEL_KEY}
+models:
+  - name: quota
+    max_tokens_default: 1024
+    chain: [{channel: bq, upstream_model: m, price: {input: 1, output: 1}}, {channel: oai, upstream_model: m, price: {input: 2, output: 2}}]
+  - name: quota-type
+    max_tokens_default: 1024
+    chain: [{channel: bt, upstream_model: m, price: {input: 1, output: 1}}, {channel: oai, upstream_model: m, price: {input: 2, output: 2}}]
+  - name: model-error
+    max_tokens_default: 1024
+    chain: [{channel: br, upstream_model: "m|424", price: {input: 1, output: 1}}, {channel: oai, upstream_model: m, price: {input: 2, output: 2}}]
+  - name: invalid
+    max_tokens_default: 1024
+    chain: [{channel: br, upstream_model: "m|400", price: {input: 1, output: 1}}, {channel: oai, upstream_model: m, price: {input: 2, output: 2}}]
+  - name: quota-only
+    max_tokens_default: 1024
+    chain: [{channel: bq, upstream_model: m}]
+`
+
+// TestBedrockExceptionsDecide: Bedrock's exception, not only its status,
+// decides (DESIGN.md §3, §8). Its 400 ServiceQuotaExceededException (our
+// account's quota) and 424 ModelErrorException ("try again") fail over to
+// the next channel, and the hop span names the exception; a 400
+// ValidationException is the client's: it comes back at once, no other
+// channel is asked, the breaker counts nothing.
+func TestBedrockExceptionsDecide(t *testing.T) {
+	o := familiesOptions(upstream.DefaultAWSSecretAccessKey)
+	o.Custom = map[string]http.Handler{"bq": bedrockQuota(false), "bt": bedrockQuota(true)}
+	for _, client := range []string{"openai", "anthropic"} {
+		post := func(h *gwtest.Gateway, model string) gwtest.Reply {
+			if client == "openai" {
+				return send(t, h, "/v1/chat/completions", chatBody(model, false, ""), nil)
+			}
+			return send(t, h, "/v1/messages", messagesBody(model, false, ""), nil)
+		}
+		for _, tc := range []struct{ model, path, exception string }{
+			{"quota", "bq:400 -> oai:ok", "ServiceQuotaExceededException"},
+			{"quota-type", "bt:400 -> oai:ok", "ServiceQuotaExceededException"},
+			{"model-error", "br:424 -> oai:ok", "ModelErrorException"},
+		} {
+			t.Run(client+"/"+tc.model, func(t *testing.T) {
+				h := gwtest.NewWith(t, o, bedrockErrorsConfig, "br", "oai")
+				r := post(h, tc.model)
+				if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != tc.path {
+					t.Fatalf("status %d path %q, want 200 after %s: %s", r.Status, r.Header.Get("X-Hopgate-Path"), tc.path, r.Body)
+				}
+				if errs := strings.Join(hopErrors(t, h, r), "\n"); !strings.Contains(errs, tc.exception) {
+					t.Fatalf("the hop's error does not name %s: %q", tc.exception, errs)
+				}
+			})
+		}
+		t.Run(client+"/validation", func(t *testing.T) {
+			h := gwtest.NewWith(t, o, bedrockErrorsConfig, "br", "oai")
+			for range 4 { // more than the breaker's 3 failures
+				r := post(h, "invalid")
+				if r.Status != 400 || r.Header.Get("X-Hopgate-Path") != "br:400" || !strings.Contains(r.Body, "Malformed input request") {
+					t.Fatalf("status %d path %q, want Bedrock's 400 at once: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
+				}
+			}
+			if n := len(h.Ups["oai"].Log()); n != 0 {
+				t.Fatalf("a ValidationException reached another channel %d times", n)
+			}
+			noBreakerFailures(t, h, "a ValidationException")
+		})
+	}
+	// A quota on every channel is no reason to tell the client its request
+	// is bad: all_channels_failed is a 502, not the upstream's 400.
+	h := gwtest.NewWith(t, o, bedrockErrorsConfig, "br", "oai")
+	r := send(t, h, "/v1/chat/completions", chatBody("quota-only", false, ""), nil)
+	if r.Status != 502 || r.Header.Get("X-Hopgate-Path") != "bq:400" || !strings.Contains(r.Body, `"code":"all_channels_failed"`) {
+		t.Fatalf("quota everywhere: status %d path %q: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 	}
 }

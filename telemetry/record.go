@@ -38,7 +38,7 @@ type record struct {
 	// The engine's clock and the wall clock when the record started: spans
 	// are exported at wall0 plus their engine-clock offset from clock0, so
 	// on a fake engine clock (tests, demos) they still sit under their
-	// otelhttp SERVER span's wall-clock times; on the real clock the two
+	// SERVER span's wall-clock times; on the real clock the two
 	// are the same reading.
 	clock0, wall0 time.Time
 

@@ -139,7 +139,7 @@ type sampleCounters struct {
 // failoverProcessor is the tail sampler of the issue "every trace of a request
 // that skipped, retried, failed over, timed out or errored is kept; healthy
 // traces kept at a configurable ratio". All spans of a request are local, so
-// the decision is made when the local root (the otelhttp server span: parent
+// the decision is made when the local root (the SERVER span, ServerHandler's: parent
 // invalid or remote) ends, and the buffered spans go to next (the batch
 // processor) or are dropped.
 //

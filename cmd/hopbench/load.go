@@ -25,6 +25,7 @@ type target struct {
 	model  string // model name in the request body
 	pid    int    // process serving it (RSS), 0 if not ours
 	admin  string // a hopgate's admin listener (its /metrics), "" for others
+	pprof  string // a hopgate's pprof listener, "" for others
 }
 
 // workload is what a request asks for.

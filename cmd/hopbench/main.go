@@ -286,10 +286,10 @@ func run(ctx context.Context, o options) (*results, error) {
 		w.logf("throughput at %s, %s", maxMode, wl.name)
 		ts := append(w.targets[:len(w.targets):len(w.targets)], w.variants...)
 		res.throughput[wl.name] = w.rounds(append(ts, w.translating), wl, maxMode, func(round int, t target, d time.Duration) func() {
-			if o.profileDir == "" || round != 0 || t.name != "hopgate" {
+			if o.profileDir == "" || round != 0 || t.pprof == "" {
 				return nil
 			}
-			return w.profile(wl.name, d, &res.profiles)
+			return w.profile(t, wl.name, d, &res.profiles)
 		})
 	}
 	// The variants' part is over: stopping them flushes their span queues
@@ -391,7 +391,7 @@ func (w *world) start() error {
 	direct := target{name: "direct", url: "http://" + upAddr + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.up.pid()}
 	proxy := target{name: "proxy", url: "http://" + w.proxy.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.proxy.pid()}
 	w.hopgate = target{name: "hopgate", url: "http://" + w.gw.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench,
-		pid: w.gw.pid(), admin: w.gw.addrs["admin"]}
+		pid: w.gw.pid(), admin: w.gw.addrs["admin"], pprof: w.gw.addrs["pprof"]}
 	w.targets = []target{direct, proxy, w.hopgate}
 	w.translating = w.hopgate
 	w.translating.name, w.translating.model = targetTranslating, modelAnthropic
@@ -433,7 +433,7 @@ func (w *world) start() error {
 		}
 		w.variantGWs = append(w.variantGWs, gw)
 		w.variants = append(w.variants, target{name: "hopgate-" + v, url: "http://" + gw.addrs["main"] + "/v1/chat/completions",
-			header: baseHeader(), model: modelBench, pid: gw.pid(), admin: gw.addrs["admin"]})
+			header: baseHeader(), model: modelBench, pid: gw.pid(), admin: gw.addrs["admin"], pprof: gw.addrs["pprof"]})
 	}
 	for _, name := range w.o.peers {
 		p := startPeer(name, upAddr, w.o.log)
@@ -805,21 +805,21 @@ func (w *world) idleTests(res *results) error {
 	return nil
 }
 
-// profile captures a CPU profile of hopgate for d, starting now, and an
+// profile captures a CPU profile of hopgate target t for d, starting now, and an
 // allocation profile when it ends. It returns a wait function.
-func (w *world) profile(wl string, d time.Duration, files *[]string) func() {
-	base := "http://" + w.gw.addrs["pprof"] + "/debug/pprof/"
+func (w *world) profile(t target, wl string, d time.Duration, files *[]string) func() {
+	base := "http://" + t.pprof + "/debug/pprof/"
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		secs := max(1, int(d/time.Second))
-		cpu := filepath.Join(w.o.profileDir, "hopgate-cpu-"+wl+".pprof")
+		cpu := filepath.Join(w.o.profileDir, t.name+"-cpu-"+wl+".pprof")
 		if err := fetch(base+"profile?seconds="+strconv.Itoa(secs), cpu); err != nil {
 			w.logf("cpu profile: %v", err)
 			return
 		}
 		*files = append(*files, cpu)
-		allocs := filepath.Join(w.o.profileDir, "hopgate-allocs-"+wl+".pprof")
+		allocs := filepath.Join(w.o.profileDir, t.name+"-allocs-"+wl+".pprof")
 		if err := fetch(base+"allocs", allocs); err == nil {
 			*files = append(*files, allocs)
 		}

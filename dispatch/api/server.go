@@ -13,9 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/dispatch"
@@ -60,36 +58,26 @@ func (s *Server) Config() *config.Config { return s.cfg.Load() }
 // flight finish with the one they started with.
 func (s *Server) SetConfig(cfg *config.Config) { s.cfg.Store(cfg) }
 
-// Handler is the main listener's handler, every route wrapped by otelhttp so
-// each request is one trace whose root is the SERVER span.
+// Handler is the main listener's handler, every route wrapped by
+// telemetry's ServerHandler so each request is one trace whose root is the
+// SERVER span.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	opts := []otelhttp.Option{
-		otelhttp.WithTracerProvider(s.tel.TracerProvider),
-		// otelhttp's own http.server.* metrics are not part of hopgate's
-		// metric contract (hopgate_requests_total and friends cover the
-		// request path) and cost ~2.5 % CPU per request: not recorded.
-		otelhttp.WithMeterProvider(noop.NewMeterProvider()),
-		otelhttp.WithPropagators(s.tel.Propagator),
-		// telemetry.trust_inbound_trace: false makes every request the root
-		// of its own trace, linked to the client's: a public endpoint must
-		// not let clients choose trace ids (and X-Request-Id). Read per
-		// request, so a reload applies.
-		otelhttp.WithPublicEndpointFn(func(*http.Request) bool {
-			return !s.cfg.Load().Telemetry.TrustInboundTrace
-		}),
-	}
+	// telemetry.trust_inbound_trace: false makes every request the root of
+	// its own trace, linked to the client's: a public endpoint must not let
+	// clients choose trace ids (and X-Request-Id). Read per request, so a
+	// reload applies.
+	public := func() bool { return !s.cfg.Load().Telemetry.TrustInboundTrace }
 	for _, rt := range routes {
 		rt := rt
-		name := http.MethodPost + " " + rt.Pattern
-		mux.Handle(rt.Pattern, otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.Handle(rt.Pattern, s.tel.ServerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.proxy(w, r, rt)
-		}), name, opts...))
+		}), public))
 	}
-	mux.Handle("/v1/models", otelhttp.NewHandler(http.HandlerFunc(s.models), "GET /v1/models", opts...))
-	notFound := otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/v1/models", s.tel.ServerHandler(http.HandlerFunc(s.models), public))
+	notFound := s.tel.ServerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, apierror.NotFound(r.URL.Path))
-	}), "unknown route", opts...)
+	}), public)
 	mux.Handle("/", notFound)
 	s.routeStatus(mux, notFound)
 	return mux
@@ -257,7 +245,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) (req *d
 			}
 		}
 	}
-	// w is otelhttp's wrapper (proxy runs inside otelhttp.NewHandler):
+	// w is the SERVER span's writer (proxy runs inside ServerHandler):
 	// flushes go to the writer it wraps (see dispatch.Request.Flusher).
 	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
 		req.Flusher = u.Unwrap()

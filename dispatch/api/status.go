@@ -13,7 +13,7 @@ import (
 func (s *Server) SetStatus(st *status.Service) { s.status = st }
 
 // routeStatus adds the status routes to mux. They are not wrapped by
-// otelhttp: a page view is not a request worth a trace.
+// ServerHandler: a page view is not a request worth a trace.
 func (s *Server) routeStatus(mux *http.ServeMux, notFound http.Handler) {
 	page := func(serve func(http.ResponseWriter, *http.Request)) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -101,11 +101,22 @@ type HopError struct {
 	ContentType string
 	Cause       error
 	label       string // cached Label of a KindStatus error
+	// retry: the provider's own words make a status that reads final
+	// retryable (NewBedrockStatus).
+	retry bool
 }
 
 // NewStatus is the failure of an upstream answer with status.
 func NewStatus(status int) *HopError {
 	return &HopError{Kind: KindStatus, Status: status, label: strconv.Itoa(status)}
+}
+
+// NewBedrockStatus is the failure of a Bedrock answer with status naming
+// exception, classed by BedrockStatus; its label is still the status.
+func NewBedrockStatus(status int, exception string) *HopError {
+	e := NewStatus(status)
+	e.retry = BedrockStatus(status, exception) == Retryable
+	return e
 }
 
 // Error says what happened.
@@ -133,11 +144,14 @@ func (e *HopError) Label() string {
 }
 
 // Class is the failover meaning of the error (DESIGN.md §3): a status by
-// the status table, a client's departure Canceled, everything else the
-// channel failing (Retryable).
+// the status table (or its family's, NewBedrockStatus), a client's
+// departure Canceled, everything else the channel failing (Retryable).
 func (e *HopError) Class() Class {
 	switch e.Kind {
 	case KindStatus:
+		if e.retry {
+			return Retryable
+		}
 		return Status(e.Status)
 	case KindCanceled:
 		return Canceled

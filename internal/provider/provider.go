@@ -444,3 +444,32 @@ func ErrorDetail(h http.Header, body []byte) string {
 	}
 	return msg
 }
+
+// AWSErrorType is the exception an AWS REST-JSON error answer names
+// (Bedrock's ServiceQuotaExceededException, ValidationException, …),
+// resolved as the AWS SDK for Go v2 does: the X-Amzn-ErrorType header,
+// else the body's __type, else its code; without a namespace
+// ("com.amazon…#Name") or a URI suffix ("Name:http://…"). Empty when the
+// answer names none.
+func AWSErrorType(h http.Header, body []byte) string {
+	typ := h.Get("X-Amzn-Errortype")
+	if typ == "" {
+		var e struct {
+			Type string          `json:"__type"`
+			Code json.RawMessage `json:"code"`
+		}
+		if json.Unmarshal(body, &e) == nil {
+			typ = e.Type
+			if typ == "" && len(e.Code) > 0 && e.Code[0] == '"' {
+				_ = json.Unmarshal(e.Code, &typ)
+			}
+		}
+	}
+	if i := strings.IndexByte(typ, ':'); i >= 0 {
+		typ = typ[:i]
+	}
+	if i := strings.IndexByte(typ, '#'); i >= 0 {
+		typ = typ[i+1:]
+	}
+	return typ
+}

@@ -237,6 +237,34 @@ func TestErrorDetail(t *testing.T) {
 	}
 }
 
+// Why: Bedrock answers some exceptions that mean "try another channel"
+// with a status that reads final (400 ServiceQuotaExceededException): the
+// exception must be read where the AWS SDK reads it, in its order.
+func TestAWSErrorType(t *testing.T) {
+	const coral = ":http://internal.amazon.com/coral/com.amazon.bedrock/"
+	cases := []struct {
+		name string
+		h    http.Header
+		body string
+		want string
+	}{
+		{"header with its URI suffix", http.Header{"X-Amzn-Errortype": {"ServiceQuotaExceededException" + coral}}, `{"message":"quota"}`, "ServiceQuotaExceededException"},
+		{"header alone", http.Header{"X-Amzn-Errortype": {"ValidationException"}}, ``, "ValidationException"},
+		{"header before the body", http.Header{"X-Amzn-Errortype": {"ThrottlingException"}}, `{"__type":"ValidationException"}`, "ThrottlingException"},
+		{"__type with its namespace", nil, `{"__type":"com.amazon.bedrock#ModelErrorException","message":"m"}`, "ModelErrorException"},
+		{"__type before code", nil, `{"__type":"ModelTimeoutException","code":"ValidationException"}`, "ModelTimeoutException"},
+		{"code", nil, `{"code":"ServiceUnavailableException","message":"m"}`, "ServiceUnavailableException"},
+		{"a numeric code names nothing", nil, `{"code":429,"message":"m"}`, ""},
+		{"Bedrock's body names nothing", nil, `{"message":"Malformed input request"}`, ""},
+		{"not json", nil, `<html>502</html>`, ""},
+	}
+	for _, tc := range cases {
+		if got := AWSErrorType(tc.h, []byte(tc.body)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 // encode writes event-stream messages with the SDK's encoder.
 func encode(t testing.TB, msgs ...eventstream.Message) []byte {
 	var b bytes.Buffer
@@ -371,14 +399,20 @@ func FuzzEventFrames(f *testing.F) {
 	})
 }
 
-// FuzzErrorDetail: any error body: no panic, a bounded string.
+// FuzzErrorDetail: any error body: no panic, a bounded string; the AWS
+// exception it names, if any, has no URI suffix left.
 func FuzzErrorDetail(f *testing.F) {
 	f.Add([]byte(`{"error":{"message":"m","type":"t"}}`))
 	f.Add([]byte(`{"message":"` + strings.Repeat("a", 1000) + `"}`))
 	f.Add([]byte(`{"message":"a` + strings.Repeat("é", 500) + `"}`)) // the cut falls inside a rune
+	f.Add([]byte(`{"__type":"com.amazon#ServiceQuotaExceededException:http://x","message":"m"}`))
+	f.Add([]byte(`{"code":"ModelErrorException"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if d := ErrorDetail(http.Header{}, b); len(d) > 400 || !utf8.ValidString(d) {
 			t.Fatalf("detail %q: %d bytes, valid UTF-8 %v", d, len(d), utf8.ValidString(d))
+		}
+		if typ := AWSErrorType(http.Header{}, b); strings.Contains(typ, ":") {
+			t.Fatalf("exception %q kept its URI suffix", typ)
 		}
 	})
 }

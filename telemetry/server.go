@@ -1,0 +1,291 @@
+package telemetry
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ServerHandler wraps one route of the main listener: each request is a
+// trace whose root is a SERVER span with the name and the HTTP attributes
+// otelhttp's handler gives it (v0.72, semantic conventions v1.43; see "Why
+// the SERVER span is not otelhttp's" in doc.go): "{METHOD} {route}", the
+// route being the pattern the ServeMux matched. public, read per request,
+// says whether the endpoint is public: an incoming traceparent is then a
+// link, not the parent (nil: never public).
+func (t *Telemetry) ServerHandler(next http.Handler, public func() bool) http.Handler {
+	return &serverHandler{next: next, tracer: t.Tracer, prop: t.Propagator, public: public}
+}
+
+type serverHandler struct {
+	next   http.Handler
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+	public func() bool
+	names  cowCache[nameKey, string] // span names by method and route
+}
+
+// spanName is otelhttp's: the method (HTTP if not a known one) and the
+// route, cached (routes come from the mux, methods are bounded by the
+// fallback).
+func (h *serverHandler) spanName(r *http.Request) string {
+	m := r.Method
+	if _, ok := methods[m]; !ok {
+		m = strings.ToUpper(m)
+		if _, ok := methods[m]; !ok {
+			m = "HTTP"
+		}
+	}
+	route := ""
+	if i := strings.IndexByte(r.Pattern, '/'); i >= 0 {
+		route = r.Pattern[i:]
+	}
+	if route == "" {
+		return m
+	}
+	return h.names.get(nameKey{m, route}, maxCachedNames, func() string { return m + " " + route })
+}
+
+// Start options without a link, made once: a variadic call with a fresh
+// slice would allocate it per request.
+var (
+	serverKind     = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	serverKindRoot = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithNewRoot()}
+)
+
+func (h *serverHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := h.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	opts := serverKind
+	if h.public != nil && h.public() {
+		opts = serverKindRoot
+		// The client's span context, if any, is linked, not followed.
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && sc.IsRemote() {
+			opts = []trace.SpanStartOption{serverKindRoot[0], serverKindRoot[1], trace.WithLinks(trace.Link{SpanContext: sc})}
+		}
+	}
+	ctx, span := h.tracer.Start(ctx, h.spanName(r), opts...)
+	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		setRequestAttrs(span, r)
+	}
+	// One allocation for the writer and the body counter. The body is
+	// restored when the handler returns: net/http checks its type to
+	// decide whether the connection can be reused.
+	sw := &serverWriter{ResponseWriter: w, status: http.StatusOK}
+	if r.Body != nil && r.Body != http.NoBody {
+		sw.body.ReadCloser = r.Body
+		orig := r.Body
+		r.Body = &sw.body
+		defer func() { r.Body = orig }()
+	}
+	h.next.ServeHTTP(sw, r.WithContext(ctx))
+	if !recording {
+		return
+	}
+	var a [3]attribute.KeyValue
+	n := 0
+	if sw.body.n > 0 {
+		a[n] = semconv.HTTPRequestBodySize(int(sw.body.n))
+		n++
+	}
+	if sw.written > 0 {
+		a[n] = semconv.HTTPResponseBodySize(int(sw.written))
+		n++
+	}
+	a[n] = semconv.HTTPResponseStatusCode(sw.status)
+	n++
+	span.SetAttributes(a[:n]...)
+	switch {
+	case sw.status < 100 || sw.status >= 600:
+		span.SetStatus(codes.Error, "Invalid HTTP status code "+strconv.Itoa(sw.status))
+	case sw.status >= 500:
+		span.SetStatus(codes.Error, "")
+	}
+}
+
+// attrBufs holds the request attributes while they are handed to the
+// span, which copies them.
+var attrBufs = sync.Pool{New: func() any { return new([14]attribute.KeyValue) }}
+
+// setRequestAttrs puts otelhttp's request attributes on span, in its order.
+func setRequestAttrs(span trace.Span, r *http.Request) {
+	buf := attrBufs.Get().(*[14]attribute.KeyValue)
+	a := buf[:0]
+	host, port := splitHostPort(r.Host)
+	https := r.TLS != nil
+	a = append(a, semconv.ServerAddress(host), method(r.Method))
+	if https {
+		a = append(a, semconv.URLScheme("https"))
+	} else {
+		a = append(a, semconv.URLScheme("http"))
+	}
+	if (https && port > 0 && port != 443) || (!https && port > 0 && port != 80) {
+		a = append(a, semconv.ServerPort(port))
+	}
+	if _, known := methods[r.Method]; !known && r.Method != "" {
+		a = append(a, semconv.HTTPRequestMethodOriginal(r.Method))
+	}
+	peer, peerPort := splitHostPort(r.RemoteAddr)
+	if peer != "" {
+		a = append(a, semconv.NetworkPeerAddress(peer))
+		if peerPort > 0 {
+			a = append(a, semconv.NetworkPeerPort(peerPort))
+		}
+	}
+	if ua := r.UserAgent(); ua != "" {
+		a = append(a, semconv.UserAgentOriginal(ua))
+	}
+	client := r.Header.Get("X-Forwarded-For")
+	if i := strings.IndexByte(client, ','); i >= 0 {
+		client = client[:i]
+	}
+	if client == "" {
+		client = peer
+	}
+	if client != "" {
+		a = append(a, semconv.ClientAddress(client))
+	}
+	if r.URL != nil && r.URL.Path != "" {
+		a = append(a, semconv.URLPath(r.URL.Path))
+	}
+	proto, version, _ := strings.Cut(r.Proto, "/")
+	switch proto {
+	case "HTTP":
+		proto = "http"
+	case "QUIC":
+		proto = "quic"
+	case "SPDY":
+		proto = "spdy"
+	default:
+		proto = strings.ToLower(proto)
+	}
+	if proto != "" && proto != "http" {
+		a = append(a, semconv.NetworkProtocolName(proto))
+	}
+	if version != "" {
+		a = append(a, semconv.NetworkProtocolVersion(version))
+	}
+	if i := strings.IndexByte(r.Pattern, '/'); i >= 0 {
+		a = append(a, semconv.HTTPRoute(r.Pattern[i:]))
+	}
+	span.SetAttributes(a...)
+	clear(buf[:])
+	attrBufs.Put(buf)
+}
+
+var methods = map[string]attribute.KeyValue{
+	http.MethodConnect: semconv.HTTPRequestMethodConnect,
+	http.MethodDelete:  semconv.HTTPRequestMethodDelete,
+	http.MethodGet:     semconv.HTTPRequestMethodGet,
+	http.MethodHead:    semconv.HTTPRequestMethodHead,
+	http.MethodOptions: semconv.HTTPRequestMethodOptions,
+	http.MethodPatch:   semconv.HTTPRequestMethodPatch,
+	http.MethodPost:    semconv.HTTPRequestMethodPost,
+	http.MethodPut:     semconv.HTTPRequestMethodPut,
+	http.MethodTrace:   semconv.HTTPRequestMethodTrace,
+}
+
+// method is http.request.method: a known method, in any case, or _OTHER.
+func method(m string) attribute.KeyValue {
+	if kv, ok := methods[m]; ok {
+		return kv
+	}
+	if m != "" {
+		if kv, ok := methods[strings.ToUpper(m)]; ok {
+			return kv
+		}
+	}
+	return semconv.HTTPRequestMethodOther
+}
+
+// splitHostPort splits "host:port", "[v6]:port", "host" or "[v6]"; port is
+// -1 when absent or not a valid port.
+func splitHostPort(hostport string) (host string, port int) {
+	port = -1
+	if strings.HasPrefix(hostport, "[") {
+		end := strings.LastIndexByte(hostport, ']')
+		if end < 0 {
+			return "", port
+		}
+		if strings.LastIndexByte(hostport[end:], ':') < 0 {
+			return hostport[1:end], port
+		}
+	} else if !strings.Contains(hostport, ":") {
+		return hostport, port
+	}
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return host, port
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return host, port
+	}
+	return host, int(n)
+}
+
+// serverWriter records the status and the bytes of the answer, and counts
+// the request body's bytes (body). It wraps the connection's writer for one
+// request; Unwrap gives http.ResponseController the writer underneath.
+type serverWriter struct {
+	http.ResponseWriter
+	status  int
+	wrote   bool
+	written int64
+	body    countingBody
+}
+
+func (w *serverWriter) WriteHeader(code int) {
+	if !w.wrote {
+		if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+			w.ResponseWriter.WriteHeader(code)
+			return
+		}
+		w.wrote, w.status = true, code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *serverWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.written += int64(n)
+	return n, err
+}
+
+// Flush flushes the writer underneath; before any header it commits a 200,
+// as net/http does.
+func (w *serverWriter) Flush() {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *serverWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// countingBody counts the request body's bytes as the handler reads them.
+type countingBody struct {
+	io.ReadCloser
+	n int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	return n, err
+}
