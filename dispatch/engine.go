@@ -178,6 +178,15 @@ func NewTransport() *http.Transport {
 // Breakers exposes the registry (admin page, metrics callback).
 func (e *Engine) Breakers() *breaker.Set { return e.breakers }
 
+// RetainChannels drops the breakers and early-warning detectors of the
+// channels cfg does not have (a reload removed them). Those of the
+// channels it keeps are untouched: an open breaker stays open.
+func (e *Engine) RetainChannels(cfg *config.Config) {
+	keep := func(name string) bool { return cfg.Channel(name) != nil }
+	e.breakers.Retain(keep)
+	e.warnings.Retain(keep)
+}
+
 // Clock is the engine's clock.
 func (e *Engine) Clock() clockwork.Clock { return e.clock }
 

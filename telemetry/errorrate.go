@@ -146,6 +146,23 @@ func (r *ErrorRates) Current(channel string) RatePoint {
 	return s[len(s)-1]
 }
 
+// Retain drops the counters of the channels keep rejects (a config reload
+// removed them) and leaves the others alone. Without it a gateway
+// reloaded with new channel ids would reach maxRateChannels and count no
+// new channel at all.
+func (r *ErrorRates) Retain(keep func(channel string) bool) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for ch := range r.m {
+		if !keep(ch) {
+			delete(r.m, ch)
+		}
+	}
+}
+
 // Channels lists the channels with counters, sorted.
 func (r *ErrorRates) Channels() []string {
 	if r == nil {

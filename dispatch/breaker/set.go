@@ -16,5 +16,9 @@ func NewSet(opts ...Option) *Set {
 // state is kept.
 func (s *Set) Get(name string, p Policy) *Breaker { return s.s.Get(name, p.WithDefaults()) }
 
+// Retain drops the breakers of the channels keep rejects (a reload removed
+// them); the others keep their state.
+func (s *Set) Retain(keep func(name string) bool) { s.s.Retain(keep) }
+
 // All returns the breakers sorted by name.
 func (s *Set) All() []*Breaker { return s.s.All() }

@@ -19,5 +19,9 @@ func (s *Set) Get(name string, p Policy) *Detector { return s.s.Get(name, p.With
 // (early warning was never on for it).
 func (s *Set) Lookup(name string) *Detector { return s.s.Lookup(name) }
 
+// Retain drops the detectors of the channels keep rejects (a reload
+// removed them); the others keep their state.
+func (s *Set) Retain(keep func(name string) bool) { s.s.Retain(keep) }
+
 // All returns the detectors sorted by name.
 func (s *Set) All() []*Detector { return s.s.All() }

@@ -266,7 +266,8 @@ func (g *Gateway) Errors() <-chan error { return g.errs }
 
 // Reload swaps in a new, already validated configuration. Listener
 // addresses cannot change without a restart; breaker state is kept for
-// channels whose breaker policy is unchanged.
+// channels whose breaker policy is unchanged, and forgotten for channels
+// the new configuration removes.
 func (g *Gateway) Reload(cfg *config.Config) error {
 	cur := g.api.Config()
 	if cfg.Listen != cur.Listen || cfg.AdminListen != cur.AdminListen {
@@ -287,14 +288,18 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 			slog.Int64("max_in_flight", n.MaxInFlight), slog.Int64("max_streams", n.MaxStreams))
 	}
 	g.api.SetConfig(cfg)
+	g.engine.RetainChannels(cfg)
+	g.tel.ErrorRates.Retain(func(ch string) bool { return cfg.Channel(ch) != nil })
 	g.log.Info("config reloaded", slog.Int("models", len(cfg.Models)), slog.Int("channels", len(cfg.Channels)))
 	return nil
 }
 
 // Shutdown drains: /readyz turns 503 so load balancers stop sending, new
 // connections are refused, in-flight requests and streams get up to
-// DrainTimeout to finish, then remaining connections are closed. Spans are
-// flushed last.
+// DrainTimeout to finish, then remaining connections are closed. The
+// wallet then waits (at most wallet.DefaultCloseWait) for the handlers of
+// the requests so cut to settle their charges before the store closes.
+// Spans are flushed last.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.admin.SetReady(false)
 	dctx, cancel := context.WithTimeout(ctx, g.opts.DrainTimeout)
@@ -310,8 +315,11 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.wg.Wait()
 	g.stopSt() // after the drain: the last requests are counted, then flushed
 	<-g.stDone
-	// Requests are done: what they could not settle gets one more chance.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.DrainTimeout)
+	// The requests still running were cut above; their handlers are on
+	// their way out. The wallet waits for their settles (at most
+	// wallet.DefaultCloseWait), then what the store could not take gets
+	// one more chance, for up to DrainTimeout; the store closes after.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), wallet.DefaultCloseWait+g.opts.DrainTimeout)
 	g.closeWallet(wctx)
 	wcancel()
 	g.closeTel(actx)

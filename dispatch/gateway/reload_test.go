@@ -106,3 +106,74 @@ func TestReloadWarnsOverloadIsFixed(t *testing.T) {
 		t.Fatalf("a reload that changed max_streams did not warn:\n%s", g.Logs.String())
 	}
 }
+
+// relThree is relTwo with channel c serving model m2, and early warning on
+// for every channel; without c (withC false) it is what a reload that
+// removes the channel installs.
+func relThree(withC bool) string {
+	const ew = "policy:\n  early_warning: {enabled: true}\n"
+	if !withC {
+		return relTwo("m|503", ew)
+	}
+	yml := relTwo("m|503", `  - name: m2
+    chain:
+      - {channel: c, upstream_model: "m", price: {input: 1, output: 1}}
+`+ew)
+	return strings.Replace(yml, "models:\n", `  - {id: c, base_url: "{{url:c}}", api_key_env: CHANNEL_KEY}
+models:
+`, 1)
+}
+
+// TestReloadForgetsRemovedChannels: a reload that removes a channel drops
+// its breaker, early-warning detector and error-rate counters (a
+// long-running gateway reloaded many times would otherwise keep state for
+// every channel it ever had),
+// and leaves the state of the channels it keeps alone: a's breaker, open
+// before the reload, is still open after it.
+func TestReloadForgetsRemovedChannels(t *testing.T) {
+	g := gwtest.Start(t, gwtest.Options{}, relThree(true), "a", "b", "c")
+	for i := 0; i < 3; i++ {
+		if r := g.Post(relChat); r.Status != 200 {
+			t.Fatalf("status %d %s", r.Status, r.Body)
+		}
+	}
+	if r := g.Post(`{"model":"m2","messages":[]}`); r.Status != 200 {
+		t.Fatalf("m2 on channel c: %d %s", r.Status, r.Body)
+	}
+	eng, rates := g.Process.Engine(), g.Process.Telemetry().ErrorRates
+	// names lists the channels with a breaker, then those with a detector,
+	// then those with error-rate counters (the on-call page's).
+	names := func() string {
+		var out []string
+		for _, b := range eng.Breakers().All() {
+			out = append(out, b.Name())
+		}
+		out = append(out, "|")
+		for _, d := range eng.Warnings().All() {
+			out = append(out, d.Name())
+		}
+		out = append(out, "|")
+		out = append(out, rates.Channels()...)
+		return strings.Join(out, " ")
+	}
+	if before := names(); before != "a b c | a b c | a b c" {
+		t.Fatalf("breakers | detectors | error rates before the reload: %s", before)
+	}
+	detA := eng.Warnings().Lookup("a")
+	if st := breakerStates(t, g); st["a"] != "open" {
+		t.Fatalf("breakers before the reload: %v", st)
+	}
+
+	if err := g.Process.Reload(g.Reparse(relThree(false))); err != nil {
+		t.Fatal(err)
+	}
+	if after := names(); after != "a b | a b | a b" {
+		t.Fatalf("breakers | detectors | error rates after a reload that removed c: %s, want c's gone", after)
+	}
+	if eng.Warnings().Lookup("a") != detA {
+		t.Fatal("the reload replaced the detector of a channel it kept")
+	}
+	if p := g.Post(relChat).Header.Get("X-Hopgate-Path"); p != "a:open -> b:ok" {
+		t.Fatalf("path after the reload %q: the open breaker of a kept channel was forgotten", p)
+	}
+}

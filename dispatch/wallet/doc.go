@@ -14,7 +14,10 @@
 // killed mid-request blocks no wallet for longer than billing.hold_ttl
 // plus one sweep, and retries every settle or release the store could not
 // take until it lands: Settle is idempotent per request id, so a charge is
-// neither lost nor taken twice.
+// neither lost nor taken twice. At shutdown, Close refuses new
+// reservations and waits a bounded while (Options.CloseWait) for those in
+// flight to be settled or released: the gateway closes the store after
+// the last settle of the requests its drain timeout cut, not under it.
 //
 // It owns the estimates (estimate.go): what a reservation assumes, and what
 // a stream that ended without a usage report is charged. It must not parse

@@ -148,6 +148,13 @@ type gw struct {
 // at), stopped when the test ends.
 func (e *e2e) start(yml string, at time.Time) *gw {
 	e.t.Helper()
+	return e.startWith(yml, at, nil)
+}
+
+// startWith is start with the gateway's options changed by opts (nil:
+// none).
+func (e *e2e) startWith(yml string, at time.Time, opts func(*gateway.Options)) *gw {
+	e.t.Helper()
 	cfg, err := config.Parse([]byte(yml), e.getenv)
 	if err != nil {
 		e.t.Fatalf("config: %v\n%s", err, yml)
@@ -160,9 +167,13 @@ func (e *e2e) start(yml string, at time.Time) *gw {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	g, err := gateway.Start(context.Background(), cfg, gateway.Options{
+	o := gateway.Options{
 		Telemetry: tel, Clock: clock, DrainTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	if opts != nil {
+		opts(&o)
+	}
+	g, err := gateway.Start(context.Background(), cfg, o)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -46,10 +46,21 @@ func (r *Reservation) OnCredit() bool { return r.onCredit }
 // (Reserved × ListPrice) with one conditional update on the store. Errors:
 // ErrInsufficientBalance and ErrNoWallet (402), ErrUnavailable (503 when
 // fail_closed, or fail_open without credit left), anything else is the
-// store refusing the request (logged; the caller answers 503 too).
-func (w *Wallet) Reserve(ctx context.Context, q Request) (*Reservation, error) {
+// store refusing the request (logged; the caller answers 503 too). Once
+// Close has begun every reservation is refused with ErrUnavailable.
+func (w *Wallet) Reserve(ctx context.Context, q Request) (_ *Reservation, err error) {
 	t := Reserved(q.Model, q.Sizing)
 	r := &Reservation{w: w, req: q, amount: Cost(q.Model, t)}
+	// In flight from before the hold: Close cannot miss a hold written
+	// while it starts.
+	if !w.track(r) {
+		return nil, errClosing
+	}
+	defer func() {
+		if err != nil {
+			w.untrack(r)
+		}
+	}()
 	h := store.Hold{
 		RequestID: q.RequestID, Tenant: q.Tenant, AmountMicros: r.amount,
 		ExpiresAt: w.clock.Now().Add(positive(q.Config.Billing.HoldTTL, config.DefaultHoldTTL)),
@@ -57,7 +68,7 @@ func (w *Wallet) Reserve(ctx context.Context, q Request) (*Reservation, error) {
 	// No second try here: the store already runs again a transaction that
 	// met a stale connection (after a database restart), so an error is an
 	// outage or a lost answer.
-	err := w.hold(ctx, h)
+	err = w.hold(ctx, h)
 	switch {
 	case err == nil:
 		w.nudge()
@@ -135,6 +146,7 @@ func (r *Reservation) Finish(ctx context.Context, o Outcome) int64 {
 	if r == nil || !r.done.CompareAndSwap(false, true) {
 		return 0
 	}
+	defer r.w.untrack(r)
 	if !o.Answered {
 		r.w.release(ctx, r)
 		return 0
@@ -149,6 +161,7 @@ func (r *Reservation) Guard() {
 	v := recover()
 	if r.done.CompareAndSwap(false, true) {
 		r.w.release(context.Background(), r)
+		r.w.untrack(r)
 	}
 	if v != nil {
 		panic(v)
@@ -170,6 +183,12 @@ func (w *Wallet) settle(ctx context.Context, r *Reservation, t Tokens) int64 {
 	credit := int64(0)
 	if r.onCredit {
 		credit = r.amount
+	}
+	if w.isClosed() {
+		// A handler that outlived Close's wait: the store may be closed.
+		w.addUnsettled(c.Tenant, -credit)
+		w.logUnsettled("unsettled charge: the request ended after the wallet closed; apply it by hand", &c, nil)
+		return c.AmountMicros
 	}
 	cctx, cancel := w.callCtx(ctx)
 	st, err := w.store.Settle(cctx, c)
@@ -198,6 +217,11 @@ func (w *Wallet) settle(ctx context.Context, r *Reservation, t Tokens) int64 {
 func (w *Wallet) release(ctx context.Context, r *Reservation) {
 	if r.onCredit {
 		w.addUnsettled(r.req.Tenant, -r.amount)
+	}
+	if w.isClosed() {
+		w.log.Warn("wallet: a request ended after the wallet closed; its hold expires after billing.hold_ttl",
+			slog.String("request_id", r.req.RequestID), slog.String("tenant", r.req.Tenant))
+		return
 	}
 	cctx, cancel := w.callCtx(ctx)
 	_, err := w.store.Release(cctx, r.req.RequestID)

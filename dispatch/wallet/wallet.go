@@ -41,6 +41,8 @@ var (
 const (
 	DefaultCallTimeout   = 3 * time.Second
 	DefaultRetryInterval = 2 * time.Second
+	// DefaultCloseWait is CloseWait's default: twice DefaultCallTimeout.
+	DefaultCloseWait = 2 * DefaultCallTimeout
 	// MaxExpirySweep bounds the interval between two ExpireHolds calls;
 	// shorter hold_ttl values sweep every hold_ttl/4.
 	MaxExpirySweep = time.Minute
@@ -66,18 +68,25 @@ type Options struct {
 	// RetryInterval is the wait between two rounds of retries of settles
 	// and releases the store could not take. Default DefaultRetryInterval.
 	RetryInterval time.Duration
+	// CloseWait bounds how long Close waits for the reservations still in
+	// flight to be settled or released. Default twice CallTimeout: Close
+	// comes after the drain timeout has cut the requests still running, so
+	// each of their handlers has at most one store call under way (a hold)
+	// and one to make (its settle or release).
+	CloseWait time.Duration
 }
 
 // Wallet reserves, settles and releases for one gateway process. Its
 // methods are safe for concurrent use.
 type Wallet struct {
-	store   Store
-	cfg     func() *config.Config
-	clock   clockwork.Clock
-	tel     *telemetry.Telemetry
-	log     *slog.Logger
-	timeout time.Duration
-	retry   time.Duration
+	store     Store
+	cfg       func() *config.Config
+	clock     clockwork.Clock
+	tel       *telemetry.Telemetry
+	log       *slog.Logger
+	timeout   time.Duration
+	retry     time.Duration
+	closeWait time.Duration
 
 	keys      keyring
 	refreshes chan chan struct{} // Refresh's requests to the key loop
@@ -90,6 +99,11 @@ type Wallet struct {
 	// billing.fail_open_credit.
 	unsettled map[string]int64
 	kick      chan struct{}
+	// inflight holds the reservations from Reserve to the end of their
+	// Finish or Guard; idle, while Close waits for them, is closed when
+	// the last one ends (inflight.go).
+	inflight map[*Reservation]struct{}
+	idle     chan struct{}
 
 	stop    chan struct{}
 	stopped bool // Close was called: the loops end
@@ -101,9 +115,10 @@ type Wallet struct {
 func New(o Options) *Wallet {
 	w := &Wallet{
 		store: o.Store, cfg: o.Config, clock: o.Clock, tel: o.Telemetry, log: o.Logger,
-		timeout: o.CallTimeout, retry: o.RetryInterval,
+		timeout: o.CallTimeout, retry: o.RetryInterval, closeWait: o.CloseWait,
 		refreshes: make(chan chan struct{}),
 		unsettled: map[string]int64{},
+		inflight:  map[*Reservation]struct{}{},
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
@@ -122,6 +137,9 @@ func New(o Options) *Wallet {
 	if w.retry <= 0 {
 		w.retry = DefaultRetryInterval
 	}
+	if w.closeWait <= 0 {
+		w.closeWait = 2 * w.timeout
+	}
 	w.tel.Metrics.ObservePendingSettles(func() int64 { return int64(w.Pending()) })
 	return w
 }
@@ -139,12 +157,15 @@ func (w *Wallet) Start(ctx context.Context) {
 	go func() { defer w.wg.Done(); w.retryLoop() }()
 }
 
-// Close stops the loops, then tries once more to land what is pending
-// (within ctx). A charge still pending after that, or one the store
-// cannot take after Close (a handler that outlived the drain), is logged
+// Close refuses new reservations, stops the loops, waits for the
+// reservations in flight to be settled or released (at most CloseWait,
+// and within ctx), then tries once more to land what is pending (within
+// ctx). After it returns a request that ends does not call the store (the
+// caller closes it next). A charge still pending then, or one whose
+// request ends after Close (a handler that outlived the wait), is logged
 // at ERROR with everything needed to apply it by hand ("unsettled
-// charge"): the only way a charge can be lost is a replica stopped while
-// the store is down.
+// charge"): the only ways a charge can be lost are a replica stopped while
+// the store is down, or a request still running when the process exits.
 func (w *Wallet) Close(ctx context.Context) {
 	w.mu.Lock()
 	if w.stopped {
@@ -155,6 +176,7 @@ func (w *Wallet) Close(ctx context.Context) {
 	close(w.stop)
 	w.mu.Unlock()
 	w.wg.Wait()
+	w.awaitInFlight(ctx)
 	for w.Pending() > 0 && ctx.Err() == nil {
 		if !w.flush(ctx) {
 			// The store is still down: wait a retry interval (the clock's:

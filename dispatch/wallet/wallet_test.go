@@ -453,9 +453,12 @@ func TestKeySnapshot(t *testing.T) {
 func TestExpirySweep(t *testing.T) {
 	f := newFixture(t, "")
 	f.topUp(10_000)
-	if _, err := f.reserve(4, 10); err != nil { // never finished: its replica "died"
+	r, err := f.reserve(4, 10) // not finished: its replica "died"
+	if err != nil {
 		t.Fatal(err)
 	}
+	// The fixture's Close would wait for it (this wallet did not die).
+	defer r.Finish(context.Background(), wallet.Outcome{})
 	f.advance(time.Minute) // one sweep (hold_ttl 4m / 4), nothing expired yet
 	waitFor(t, "a sweep", func() bool { return f.st.Calls("expire") >= 1 })
 	if f.tenant().ReservedMicros == 0 {
@@ -475,9 +478,10 @@ func TestExpirySweep(t *testing.T) {
 
 // Why: Close ends the three loops, lands what the store takes again (a
 // charge owed is not dropped at shutdown), and logs each charge the store
-// still cannot take, then or after Close, as "unsettled charge" at ERROR
-// with what is needed to apply it by hand: the one way DESIGN §9's "no
-// charge lost" can give.
+// still cannot take, and each of a request that ends after Close gave up
+// waiting for it, as "unsettled charge" at ERROR with what is needed to
+// apply it by hand: the ways DESIGN §9's "no charge lost" can give. After
+// Close the store is not called any more: the gateway closes it next.
 func TestCloseLandsOrLogsPending(t *testing.T) {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(fixtureConfig, "")), nil)
 	if err != nil {
@@ -497,9 +501,10 @@ func TestCloseLandsOrLogsPending(t *testing.T) {
 	}
 	st := &faultyStore{Store: s}
 	var logs testkit.SyncBuffer
+	waiting := newLogWatch(slog.NewJSONHandler(&logs, nil), "wallet: waiting for")
 	before := goleak.IgnoreCurrent() // the store's goroutines, not the wallet's
 	w := wallet.New(wallet.Options{Store: st, Config: func() *config.Config { return cfg }, Clock: clock,
-		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		Logger: slog.New(waiting)})
 	w.Start(context.Background())
 	var rs []*wallet.Reservation
 	for _, id := range []string{"req-landed", "req-lost", "req-late"} {
@@ -520,7 +525,7 @@ func TestCloseLandsOrLogsPending(t *testing.T) {
 
 	// The store is back for the first charge, not for the second; Close
 	// gives up on it when its context ends (here: at the refusal).
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Bound)
 	defer cancel()
 	refuse := func(id string) error {
 		if id != "req-lost" {
@@ -530,16 +535,41 @@ func TestCloseLandsOrLogsPending(t *testing.T) {
 		return errDown
 	}
 	st.refuse.Store(&refuse)
+	// req-late is still in flight: Close waits CloseWait for it (on the
+	// clock, its loops gone: the one timer), then gives up on it.
+	advanced := make(chan error, 1)
+	go func() {
+		bctx, bcancel := context.WithTimeout(context.Background(), testkit.Bound)
+		defer bcancel()
+		select {
+		case <-waiting.seen:
+		case <-bctx.Done():
+			advanced <- errors.New("Close did not say it waits")
+			return
+		}
+		err := clock.BlockUntilContext(bctx, 1)
+		clock.Advance(wallet.DefaultCloseWait)
+		advanced <- err
+	}()
 	w.Close(ctx)
+	if err := testkit.Recv(t, advanced, "Close's wait"); err != nil {
+		t.Fatalf("Close never waited on the clock for the request in flight: %v", err)
+	}
 
 	if tn, err := s.Tenant(context.Background(), "acme"); err != nil || tn.BalanceMicros != 10_000-landed {
 		t.Fatalf("tenant %+v, %v after Close; want balance %d (the landed charge only)", tn, err, 10_000-landed)
 	}
-	// A request that ends after Close, the store down: nothing would
-	// retry its charge, so it is logged at once.
-	st.down.Store(true)
+	if got := chargeLogs(&logs, "wallet: a request still in flight at shutdown"); len(got) != 1 || got[0].RequestID != "req-late" ||
+		got[0].Level != "ERROR" {
+		t.Fatalf("in-flight logs %+v, want one for req-late; logs:\n%s", got, logs.String())
+	}
+	// The request that ends after Close: its charge is logged at once,
+	// and the store (maybe closed by now) is left alone.
+	settles := st.Calls("settle")
 	late := rs[2].Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 5})
-	st.down.Store(false)
+	if st.Calls("settle") != settles {
+		t.Fatal("a request that ended after Close settled on the store")
+	}
 	want := []chargeLog{{"", "ERROR", "req-lost", "acme", "m", lost, 4}, {"", "ERROR", "req-late", "acme", "m", late, 5}}
 	got := chargeLogs(&logs, "unsettled charge")
 	if len(got) != 2 || got[0].withMsg("") != want[0] || got[1].withMsg("") != want[1] || w.Pending() != 0 {
@@ -547,6 +577,47 @@ func TestCloseLandsOrLogsPending(t *testing.T) {
 	}
 	if err := goleak.Find(before); err != nil {
 		t.Fatalf("the wallet's loops outlived Close: %v", err)
+	}
+}
+
+// Why: the gateway closes the wallet once its drain timeout has cut the
+// requests still running, and closes the store right after; their
+// handlers settle on their way out. Close waits for them, so their
+// charges land in the store, and meanwhile refuses new reservations
+// without a hold on the store.
+func TestCloseWaitsForRequestsInFlight(t *testing.T) {
+	f := newFixture(t, "")
+	f.w.Close(context.Background()) // the fixture's wallet, replaced by one that logs here
+	var logs testkit.SyncBuffer
+	waiting := newLogWatch(slog.NewJSONHandler(&logs, nil), "wallet: waiting for")
+	f.w = wallet.New(wallet.Options{Store: f.st, Config: func() *config.Config { return f.cfg }, Clock: f.clock,
+		Logger: slog.New(waiting)})
+	f.w.Start(context.Background())
+	f.topUp(10_000)
+	r, err := f.reserve(4, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { f.w.Close(context.Background()); close(closed) }()
+	testkit.Recv(t, waiting.seen, "Close to wait for the request in flight")
+	holds := f.st.Calls("hold")
+	if _, err := f.reserve(4, 10); !errors.Is(err, wallet.ErrUnavailable) || f.st.Calls("hold") != holds {
+		t.Fatalf("a reservation while Close waits: %v, %d holds on the store; want ErrUnavailable and none",
+			err, f.st.Calls("hold")-holds)
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned with a request in flight")
+	default:
+	}
+	charged := r.Finish(context.Background(), wallet.Outcome{Answered: true, UsagePresent: true, InputTokens: 1, OutputTokens: 3})
+	testkit.Recv(t, closed, "Close to return once the request settled")
+	if tn := f.tenant(); tn.BalanceMicros != 10_000-charged || tn.ReservedMicros != 0 {
+		t.Fatalf("tenant %+v after Close; want the charge %d applied, nothing reserved", tn, charged)
+	}
+	if strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Fatalf("error logged:\n%s", logs.String())
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package keyed is the process-wide registry of per-channel state (breakers,
 // early-warning detectors): one value per channel id, kept across config
 // reloads while the channel's policy is unchanged, started over when it
-// changes.
+// changes, dropped when a reload removes the channel (Retain).
 package keyed
 
 import (
@@ -46,6 +46,21 @@ func (s *Set[P, V]) Get(name string, p P) V {
 	e = entry[P, V]{p, s.create(name, p)}
 	s.m[name] = e
 	return e.v
+}
+
+// Retain drops the value of every channel keep rejects and leaves the
+// others as they are: a reload forgets the channels it removed, so a
+// gateway reloaded many times keeps no state for channels long gone. A
+// request still running on the previous configuration may create a
+// dropped channel's value again; the next Retain drops it.
+func (s *Set[P, V]) Retain(keep func(name string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.m {
+		if !keep(name) {
+			delete(s.m, name)
+		}
+	}
 }
 
 // Lookup returns the value of channel name, the zero V when there is none.

@@ -50,3 +50,24 @@ func TestSet(t *testing.T) {
 		t.Fatalf("All = %+v, want a then b", all)
 	}
 }
+
+// Why: a reload that removes channels must not leave their state behind
+// (a gateway reloaded many times would keep every channel it ever had),
+// and must not touch the state of the channels it keeps.
+func TestRetain(t *testing.T) {
+	s := New(func(name string, p int) *val { return &val{name, p} })
+	a, b, c := s.Get("a", 1), s.Get("b", 1), s.Get("c", 2)
+	s.Retain(func(name string) bool { return name != "b" })
+	if s.Lookup("b") != nil {
+		t.Fatal("a dropped channel's value is still there")
+	}
+	if s.Lookup("a") != a || s.Lookup("c") != c || s.Get("a", 1) != a || s.Get("c", 2) != c {
+		t.Fatal("Retain replaced the value of a kept channel")
+	}
+	if all := s.All(); len(all) != 2 || all[0] != a || all[1] != c {
+		t.Fatalf("All = %+v, want a then c", all)
+	}
+	if b2 := s.Get("b", 1); b2 == b {
+		t.Fatal("a channel added back got its old value, not a fresh one")
+	}
+}
