@@ -63,12 +63,21 @@ var (
 	serverKindRoot = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithNewRoot()}
 )
 
+// ServeHTTP stays a small frame: an open stream parks its handler under
+// it for minutes, and the runtime halves a goroutine's stack only while
+// less than a quarter of it is in use. The span's start and end run in
+// calls of their own.
 func (h *serverHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx := h.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	if h.rec != nil {
-		h.serveCompact(w, r, ctx)
+		h.serveCompact(w, r)
 		return
 	}
+	h.serveSDK(w, r)
+}
+
+// serveSDK serves r under an SDK SERVER span.
+func (h *serverHandler) serveSDK(w http.ResponseWriter, r *http.Request) {
+	ctx := h.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	opts := serverKind
 	if h.public != nil && h.public() {
 		opts = serverKindRoot

@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -40,9 +41,36 @@ type serverRecorder struct {
 	limits sdktrace.SpanLimits
 }
 
-// serve is ServerHandler's ServeHTTP with a compact SERVER span.
-func (h *serverHandler) serveCompact(w http.ResponseWriter, r *http.Request, ctx context.Context) {
+// serveCompact is ServerHandler's ServeHTTP with a compact SERVER span.
+// Its frame is what an open stream parks under: the span's start and end
+// are calls of their own.
+func (h *serverHandler) serveCompact(w http.ResponseWriter, r *http.Request) {
+	ctx, sp := h.startCompact(r)
+	if sp == nil {
+		h.next.ServeHTTP(w, r.WithContext(ctx))
+		return
+	}
+	sw := &serverWriter{ResponseWriter: w, status: http.StatusOK}
+	if r.Body != nil && r.Body != http.NoBody {
+		sw.body.ReadCloser = r.Body
+		orig := r.Body
+		r.Body = &sw.body
+		defer func() { r.Body = orig }()
+	}
+	defer sp.End()
+	h.next.ServeHTTP(sw, r.WithContext(ctx))
+	sp.answered(sw)
+}
+
+// startCompact starts r's SERVER span: the head sampler's decision on the
+// ids the SDK would make. A nil span: not sampled, and ctx carries the
+// span context alone (the SDK's span would reach no exporter and no ring:
+// the processors drop unsampled spans).
+//
+//go:noinline
+func (h *serverHandler) startCompact(r *http.Request) (context.Context, *serverSpan) {
 	rec := h.rec
+	ctx := h.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	psc := trace.SpanContextFromContext(ctx)
 	pctx := ctx
 	var link trace.SpanContext
@@ -72,22 +100,17 @@ func (h *serverHandler) serveCompact(w http.ResponseWriter, r *http.Request, ctx
 	}
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: newSpanID(), TraceFlags: flags, TraceState: res.Tracestate})
 	if res.Decision != sdktrace.RecordAndSample {
-		// Not sampled: the SDK's span would reach no exporter and no ring
-		// (the processors drop unsampled spans), so none is made.
-		h.next.ServeHTTP(w, r.WithContext(trace.ContextWithSpanContext(ctx, sc)))
-		return
+		return trace.ContextWithSpanContext(ctx, sc), nil
 	}
 	sp := &serverSpan{rec: rec, sc: sc, parent: psc, name: name, start: time.Now(), links: links}
 	sp.attrs = appendRequestAttrs(sp.buf[:0], r)
-	sw := &serverWriter{ResponseWriter: w, status: http.StatusOK}
-	if r.Body != nil && r.Body != http.NoBody {
-		sw.body.ReadCloser = r.Body
-		orig := r.Body
-		r.Body = &sw.body
-		defer func() { r.Body = orig }()
-	}
-	defer sp.End()
-	h.next.ServeHTTP(sw, r.WithContext(trace.ContextWithSpan(ctx, sp)))
+	return trace.ContextWithSpan(ctx, sp), sp
+}
+
+// answered puts the answer's attributes and status on the span.
+//
+//go:noinline
+func (sp *serverSpan) answered(sw *serverWriter) {
 	var a [3]attribute.KeyValue
 	sp.SetAttributes(appendResponseAttrs(a[:0], sw)...)
 	sp.SetStatus(statusOf(sw.status))
