@@ -95,16 +95,8 @@ func (h *serverHandler) serveSDK(w http.ResponseWriter, r *http.Request) {
 		clear(buf[:])
 		attrBufs.Put(buf)
 	}
-	// One allocation for the writer and the body counter. The body is
-	// restored when the handler returns: net/http checks its type to
-	// decide whether the connection can be reused.
-	sw := &serverWriter{ResponseWriter: w, status: http.StatusOK}
-	if r.Body != nil && r.Body != http.NoBody {
-		sw.body.ReadCloser = r.Body
-		orig := r.Body
-		r.Body = &sw.body
-		defer func() { r.Body = orig }()
-	}
+	sw := newServerWriter(w, r)
+	defer sw.restore(r)
 	h.next.ServeHTTP(sw, r.WithContext(ctx))
 	if !recording {
 		return
@@ -252,6 +244,25 @@ func splitHostPort(hostport string) (host string, port int) {
 		return host, port
 	}
 	return host, int(n)
+}
+
+// newServerWriter wraps w, and r's body if it has one, in one allocation.
+// restore must give r its body back when the handler returns: net/http
+// checks the body's type to decide whether the connection can be reused.
+func newServerWriter(w http.ResponseWriter, r *http.Request) *serverWriter {
+	sw := &serverWriter{ResponseWriter: w, status: http.StatusOK}
+	if r.Body != nil && r.Body != http.NoBody {
+		sw.body.ReadCloser = r.Body
+		r.Body = &sw.body
+	}
+	return sw
+}
+
+// restore gives r back the body newServerWriter wrapped.
+func (sw *serverWriter) restore(r *http.Request) {
+	if sw.body.ReadCloser != nil {
+		r.Body = sw.body.ReadCloser
+	}
 }
 
 // serverWriter records the status and the bytes of the answer, and counts

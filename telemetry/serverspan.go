@@ -50,13 +50,8 @@ func (h *serverHandler) serveCompact(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	sw := &serverWriter{ResponseWriter: w, status: http.StatusOK}
-	if r.Body != nil && r.Body != http.NoBody {
-		sw.body.ReadCloser = r.Body
-		orig := r.Body
-		r.Body = &sw.body
-		defer func() { r.Body = orig }()
-	}
+	sw := newServerWriter(w, r)
+	defer sw.restore(r)
 	defer sp.End()
 	h.next.ServeHTTP(sw, r.WithContext(ctx))
 	sp.answered(sw)
