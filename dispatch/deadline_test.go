@@ -15,6 +15,7 @@ import (
 	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/internal/testkit"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
+	"github.com/hopgate/hopgate/telemetry"
 )
 
 // TestHeaderTimeoutPerModel: L4 fires after exactly the model's
@@ -194,18 +195,33 @@ func TestDeadlineCommitRace(t *testing.T) {
 			twoChannels("m", "m", "    policy: {chain_deadline: 10s}\n"), "b")
 		done := h.Async(chat(true))
 		h.WaitInGate(1, 2) // gate timer + chain deadline
-		// Alternate who starts first, so both winners (and the lost-commit
-		// path in between) are exercised.
-		if i%2 == 0 {
+		// Rotate who starts first: the commit (the gate has decided before
+		// the deadline fires), the deadline (it fires while the upstream
+		// still holds its frame), and both at once, where either may win
+		// (and the lost-commit path in between is exercised). The first two
+		// make sure both winners are seen whatever the scheduler does.
+		var r gwtest.Reply
+		switch i % 3 {
+		case 0:
+			gated := h.SpanEnds(telemetry.SpanStreamGate)
 			close(up.release)
-			<-up.wrote
-			runtime.Gosched()
-		} else {
+			<-gated
+			h.Clock.Advance(10 * time.Second)
+			r = testkit.Recv(t, done, "the reply")
+		case 1:
+			h.Clock.Advance(10 * time.Second)
+			r = testkit.Recv(t, done, "the reply")
+			close(up.release)
+		default:
 			go close(up.release)
+			runtime.Gosched()
+			h.Clock.Advance(10 * time.Second)
+			r = testkit.Recv(t, done, "the reply")
 		}
-		h.Clock.Advance(10 * time.Second)
-		r := testkit.Recv(t, done, "the reply")
 		won[r.Status]++
+		if want := [...]int{200, 503, r.Status}[i%3]; r.Status != want {
+			t.Fatalf("iteration %d: status %d, want %d: %s", i, r.Status, want, r.Body)
+		}
 		switch r.Status {
 		case 200:
 			if r.Header.Get("X-Hopgate-Path") != "a:ok" || gwtest.StreamText(r.Body) != "Hello" || !strings.HasSuffix(r.Body, "data: [DONE]\n\n") {
