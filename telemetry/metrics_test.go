@@ -253,11 +253,7 @@ func TestHopExemplarCarriesTraceID(t *testing.T) {
 // With a healthy ratio below 1 an ok hop's exemplar would point at a trace
 // the tail sampler may drop; a failed hop's trace is always kept.
 func TestExemplarOnlyForKeptTraces(t *testing.T) {
-	tel, err := Setup(context.Background(), Options{HealthyRatio: 0, Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
+	tel := setupTest(t, Options{HealthyRatio: 0})
 	okCtx, okSpan := tel.Tracer.Start(context.Background(), "ok hop")
 	tel.Metrics.Hop(okCtx, "a", "eu", "gpt", OperationChat, HopOK, time.Second)
 	okSpan.End()

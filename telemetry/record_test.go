@@ -44,12 +44,7 @@ func recordedRequest(tel *Telemetry, failHop bool) (trace.TraceID, trace.SpanID)
 // decision, so traceparent and the exported trace agree.
 func TestRecordExportedOnlyWhenKept(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
-	tel, err := Setup(context.Background(), Options{HealthyRatio: 0.5, SpanExporter: exp,
-		Getenv: func(string) string { return "" }, Clock: clockwork.NewFakeClock()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
+	tel := setupTest(t, Options{HealthyRatio: 0.5, SpanExporter: exp, Clock: clockwork.NewFakeClock()})
 	if tel.Spans.sink == nil {
 		t.Fatal("compact recording is off")
 	}
@@ -106,20 +101,16 @@ func TestRecordExportedOnlyWhenKept(t *testing.T) {
 // compactly, with or without an exporter behind the sampler.
 func TestRecordReachesTraceRing(t *testing.T) {
 	for _, exporter := range []bool{true, false} {
-		o := Options{HealthyRatio: 0.1, Getenv: func(string) string { return "" }}
+		o := Options{HealthyRatio: 0.1}
 		if exporter {
 			o.SpanExporter = tracetest.NewInMemoryExporter()
 		}
-		tel, err := Setup(context.Background(), o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tel := setupTest(t, o)
 		id, _ := recordedRequest(tel, true)
 		rec := tel.Traces.Get(id)
 		if rec == nil || len(rec.Spans) != 4 || rec.Outcome != OutcomeFinalError {
 			t.Fatalf("exporter %v: ring holds %+v", exporter, rec)
 		}
-		_ = tel.Shutdown(context.Background())
 	}
 }
 
@@ -139,12 +130,7 @@ func BenchmarkRequestSpans(b *testing.B) {
 		{"sdk/kept", 1, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			tel, err := Setup(context.Background(), Options{HealthyRatio: bc.ratio, SpanExporter: discardExporter{},
-				PlainSpans: bc.plain, Getenv: func(string) string { return "" }})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer tel.Shutdown(context.Background())
+			tel := setupTest(b, Options{HealthyRatio: bc.ratio, SpanExporter: discardExporter{}, PlainSpans: bc.plain})
 			b.ReportAllocs()
 			for b.Loop() {
 				recordedRequest(tel, false)
@@ -165,12 +151,7 @@ func (discardExporter) Shutdown(context.Context) error                          
 func TestRecordTimesFromEngineClock(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 12, 9, 41, 30, 0, time.UTC))
-	tel, err := Setup(context.Background(), Options{HealthyRatio: 1, SpanExporter: exp, Clock: clock,
-		Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
+	tel := setupTest(t, Options{HealthyRatio: 1, SpanExporter: exp, Clock: clock})
 	ctx, server := tel.Tracer.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer))
 	cctx, call := tel.Spans.StartCall(ctx, "m")
 	_, hop := tel.Spans.StartHop(cctx, &HopStart{Operation: OperationChat, RequestModel: "m", Channel: "a"})
@@ -205,12 +186,7 @@ func TestRecordTimesFromEngineClock(t *testing.T) {
 // root: the decision counter and the ring must still see it).
 func TestRecordKeepAllFeedsRingAndDecision(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
-	tel, err := Setup(context.Background(), Options{HealthyRatio: 1, SpanExporter: exp,
-		Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
+	tel := setupTest(t, Options{HealthyRatio: 1, SpanExporter: exp})
 	if tel.Spans.sink == nil || !tel.sampler.all {
 		t.Fatal("want compact records behind a keep-all sampler")
 	}
@@ -264,11 +240,7 @@ func TestRecordOverflow(t *testing.T) {
 		{max: 3, exported: 0, overflow: 0}, // they fit: held, then dropped with the healthy trace
 	} {
 		exp := tracetest.NewInMemoryExporter()
-		tel, err := Setup(context.Background(), Options{HealthyRatio: 0, SpanExporter: exp,
-			Getenv: func(string) string { return "" }})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tel := setupTest(t, Options{HealthyRatio: 0, SpanExporter: exp})
 		tel.sampler.maxSpansPerTrace = tc.max
 		recordedRequest(tel, false)
 		if err := tel.TracerProvider.ForceFlush(context.Background()); err != nil {
@@ -277,7 +249,6 @@ func TestRecordOverflow(t *testing.T) {
 		if n, o := len(exp.GetSpans()), tel.sampler.counts.overflow.Load(); n != tc.exported || o != tc.overflow {
 			t.Errorf("max %d spans per trace: %d exported, overflow %d; want %d and %d", tc.max, n, o, tc.exported, tc.overflow)
 		}
-		_ = tel.Shutdown(context.Background())
 	}
 }
 
@@ -297,12 +268,7 @@ func TestRecordAfterRootFollowsDecision(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exp := tracetest.NewInMemoryExporter()
-			tel, err := Setup(context.Background(), Options{HealthyRatio: 0, SpanExporter: exp,
-				Getenv: func(string) string { return "" }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tel.Shutdown(context.Background())
+			tel := setupTest(t, Options{HealthyRatio: 0, SpanExporter: exp})
 			ctx, server := tel.Tracer.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer))
 			cctx, call := tel.Spans.StartCall(ctx, "m")
 			_, hop := tel.Spans.StartHop(cctx, &HopStart{Operation: OperationChat, Provider: "openai", RequestModel: "m",
@@ -334,4 +300,17 @@ func TestRecordAfterRootFollowsDecision(t *testing.T) {
 			}
 		})
 	}
+}
+
+// setupTest sets telemetry up with o and no environment (no OTEL_*
+// variable of the machine running the test); it is shut down when tb ends.
+func setupTest(tb testing.TB, o Options) *Telemetry {
+	tb.Helper()
+	o.Getenv = func(string) string { return "" }
+	tel, err := Setup(context.Background(), o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	return tel
 }

@@ -11,11 +11,7 @@ import (
 // The wallet metrics of DESIGN §9 as Prometheus sees them: names, types,
 // labels (never a tenant), and values in currency units.
 func TestWalletMetricNamesAndLabels(t *testing.T) {
-	tel, err := Setup(context.Background(), Options{Region: "eu-west-1", HealthyRatio: 1, Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Shutdown(context.Background())
+	tel := setupTest(t, Options{Region: "eu-west-1", HealthyRatio: 1})
 	ctx, m := context.Background(), tel.Metrics
 	m.Revenue(ctx, "gpt", 0.000123)
 	m.Revenue(ctx, "gpt", -1) // ignored: a counter cannot go down
