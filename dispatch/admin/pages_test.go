@@ -59,6 +59,13 @@ models:
 // newPagesFrom is newPages for a config of the caller's.
 func newPagesFrom(t *testing.T, y string) *pagesFixture {
 	t.Helper()
+	return newPagesLoaded(t, y, nil, nil)
+}
+
+// newPagesLoaded is newPagesFrom with the engine's buffer budget b and the
+// front door's admission adm (nil: the defaults, none).
+func newPagesLoaded(t *testing.T, y string, b *overload.Budget, adm *overload.Admission) *pagesFixture {
+	t.Helper()
 	cfg, err := config.Parse([]byte(y), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +76,8 @@ func newPagesFrom(t *testing.T, y string) *pagesFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	e := dispatch.New(dispatch.Options{Telemetry: tel, Clock: clock})
-	s := &admin.Server{Config: func() *config.Config { return cfg }, Engine: e, Telemetry: tel}
+	e := dispatch.New(dispatch.Options{Telemetry: tel, Clock: clock, Budget: b})
+	s := &admin.Server{Config: func() *config.Config { return cfg }, Engine: e, Telemetry: tel, Admission: adm}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return &pagesFixture{srv: srv, tel: tel, eng: e, clock: clock, cfg: cfg}
@@ -374,20 +381,6 @@ func TestOncallOverloadTile(t *testing.T) {
 		{"unbounded budget", 0, 0, 0, 0, "closed", "unbounded", "0/4 in flight · 0/2 streams</div>"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte(`
-auth: {mode: none}
-channels: [{id: a, base_url: "http://127.0.0.1:1/v1"}]
-models: [{name: m, chain: [{channel: a, upstream_model: x}]}]
-`), func(string) (string, bool) { return "", false })
-			if err != nil {
-				t.Fatal(err)
-			}
-			clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 1, 9, 30, 0, 0, time.UTC))
-			tel, err := telemetry.Setup(context.Background(), telemetry.Options{Getenv: func(string) string { return "" }, Clock: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tel.Shutdown(context.Background())
 			b := overload.NewBudget(tc.limit)
 			if !b.Acquire(tc.used) {
 				t.Fatalf("budget refused %d bytes", tc.used)
@@ -399,10 +392,11 @@ models: [{name: m, chain: [{channel: a, upstream_model: x}]}]
 			for range tc.strms {
 				adm.OpenStream()
 			}
-			s := &admin.Server{Config: func() *config.Config { return cfg }, Telemetry: tel, Admission: adm,
-				Engine: dispatch.New(dispatch.Options{Telemetry: tel, Clock: clock, Budget: b})}
-			srv := httptest.NewServer(s.Handler())
-			defer srv.Close()
+			srv := newPagesLoaded(t, `
+auth: {mode: none}
+channels: [{id: a, base_url: "http://127.0.0.1:1/v1"}]
+models: [{name: m, chain: [{channel: a, upstream_model: x}]}]
+`, b, adm).srv
 			code, body := get(t, srv.URL+"/admin", "")
 			if code != 200 {
 				t.Fatalf("/admin %d", code)
