@@ -42,6 +42,19 @@ func errorList(t *testing.T, err error) ErrorList {
 	return l
 }
 
+// wantOneError parses yml with getenv and wants exactly one error, at line,
+// whose message contains sub.
+func wantOneError(t *testing.T, yml string, getenv func(string) (string, bool), line int, sub string) {
+	t.Helper()
+	_, err := Parse([]byte(yml), getenv)
+	if err == nil {
+		t.Fatalf("no error for\n%s", yml)
+	}
+	if l := errorList(t, err); len(l) != 1 || l[0].Line != line || !strings.Contains(l[0].Msg, sub) {
+		t.Fatalf("got %v\nwant one error at line %d containing %q", l, line, sub)
+	}
+}
+
 // The canonical file of DESIGN.md §4 is what the docs show first; it must
 // load and resolve to exactly the values the design promises.
 func TestCanonicalFile(t *testing.T) {
@@ -772,16 +785,7 @@ func TestEarlyWarningErrors(t *testing.T) {
 			`policy of model "m": early_warning is per channel; set it in policy or channels[].early_warning`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.yaml), env())
-			if err == nil {
-				t.Fatalf("no error for\n%s", tt.yaml)
-			}
-			l := errorList(t, err)
-			if len(l) != 1 || l[0].Line != tt.line || !strings.Contains(l[0].Msg, tt.sub) {
-				t.Fatalf("got %v\nwant one error at line %d containing %q", l, tt.line, tt.sub)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantOneError(t, string(tt.yaml), env(), tt.line, tt.sub) })
 	}
 }
 

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -59,15 +58,6 @@ func TestOverloadErrors(t *testing.T) {
 		{"unknown key", skeleton("", "", "overload: {max_stream: 3}\n"), `unknown key "max_stream" in overload`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.yaml), env())
-			if err == nil {
-				t.Fatalf("no error for\n%s", tt.yaml)
-			}
-			l := errorList(t, err)
-			if len(l) != 1 || l[0].Line != 7 || !strings.Contains(l[0].Msg, tt.sub) {
-				t.Fatalf("got %v\nwant one error at line 7 containing %q", l, tt.sub)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantOneError(t, string(tt.yaml), env(), 7, tt.sub) })
 	}
 }

@@ -172,16 +172,7 @@ func TestWalletValidation(t *testing.T) {
 		{"admin tenant key", "admin_auth: {keys: [{id: ops, tenant: x, sha256: 2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae}]}\n", nil, 15,
 			`unknown key "tenant" in admin key "ops"`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(walletBase+tc.extra), env(tc.env...))
-			if err == nil {
-				t.Fatalf("accepted:\n%s", tc.extra)
-			}
-			list := errorList(t, err)
-			if len(list) != 1 || list[0].Line != tc.line || !strings.Contains(list[0].Msg, tc.sub) {
-				t.Fatalf("got %v\nwant one error at line %d containing %q", err, tc.line, tc.sub)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantOneError(t, walletBase+tc.extra, env(tc.env...), tc.line, tc.sub) })
 	}
 	// A tenant with a control character cannot be stored.
 	bad := strings.Replace(walletBase, "tenant: acme", `tenant: "ac\u0007me"`, 1)
