@@ -131,7 +131,10 @@ models:
     reserve_output_tokens: 100
 `
 
-func newFixture(t *testing.T, billing string) *fixture {
+// openFixture parses fixtureConfig with billing and opens a store on a
+// fake clock, with tenant acme and no balance; the store closes when t
+// ends.
+func openFixture(t *testing.T, billing string) (*config.Config, *clockwork.FakeClock, *store.Store) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(fixtureConfig, billing)), nil)
 	if err != nil {
@@ -143,6 +146,15 @@ func newFixture(t *testing.T, billing string) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	if _, err := s.CreateTenant(context.Background(), "acme", "test"); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, clock, s
+}
+
+func newFixture(t *testing.T, billing string) *fixture {
+	t.Helper()
+	cfg, clock, s := openFixture(t, billing)
 	f := &fixture{t: t, st: &faultyStore{Store: s}, cfg: cfg, clock: clock}
 	f.w = wallet.New(wallet.Options{Store: f.st, Config: func() *config.Config { return cfg }, Clock: clock})
 	f.w.Start(context.Background())
@@ -151,9 +163,6 @@ func newFixture(t *testing.T, billing string) *fixture {
 		defer cancel()
 		f.w.Close(ctx)
 	})
-	if _, err := s.CreateTenant(context.Background(), "acme", "test"); err != nil {
-		t.Fatal(err)
-	}
 	return f
 }
 
@@ -483,19 +492,7 @@ func TestExpirySweep(t *testing.T) {
 // apply it by hand: the ways DESIGN §9's "no charge lost" can give. After
 // Close the store is not called any more: the gateway closes it next.
 func TestCloseLandsOrLogsPending(t *testing.T) {
-	cfg, err := config.Parse([]byte(fmt.Sprintf(fixtureConfig, "")), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
-	s, err := store.Open(context.Background(), store.Config{Path: filepath.Join(t.TempDir(), "w.db"), Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.CreateTenant(context.Background(), "acme", "test"); err != nil {
-		t.Fatal(err)
-	}
+	cfg, clock, s := openFixture(t, "")
 	if _, err := s.TopUp(context.Background(), "acme", 10_000, "test"); err != nil {
 		t.Fatal(err)
 	}
