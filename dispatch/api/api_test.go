@@ -50,19 +50,33 @@ models:
 
 func do(t *testing.T, gw *gwtest.Gateway, method, path, key, body string) (*http.Response, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, gw.URL+path, strings.NewReader(body))
+	h := map[string]string{}
 	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+		h["Authorization"] = "Bearer " + key
+	}
+	resp, b := send(t, gw, method, path, h, body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp, m
+}
+
+// send sends a request with headers h and returns the answer and its body.
+func send(t *testing.T, gw *gwtest.Gateway, method, path string, h map[string]string, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, gw.URL+path, strings.NewReader(body))
+	for k, v := range h {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return resp, m
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer: %v", method, path, err)
+	}
+	return resp, b
 }
 
 // TestBadInputNeverReachesUpstream: every front-door rejection has its

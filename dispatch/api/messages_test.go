@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,17 +13,11 @@ import (
 // anthropic-version) and decodes the JSON answer.
 func doAnthropic(t *testing.T, gw *gwtest.Gateway, method, path string, h map[string]string, body string) (*http.Response, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, gw.URL+path, strings.NewReader(body))
-	req.Header.Set("anthropic-version", "2023-06-01")
+	hdr := map[string]string{"Anthropic-Version": "2023-06-01"}
 	for k, v := range h {
-		req.Header.Set(k, v)
+		hdr[http.CanonicalHeaderKey(k)] = v // the caller's win
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := send(t, gw, method, path, hdr, body)
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("%s %s: %d %q is not JSON", method, path, resp.StatusCode, b)
