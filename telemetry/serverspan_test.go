@@ -167,19 +167,23 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 // the SERVER span is compact: a local span context, sampled as the head
 // sampler says, the client's trace id under a trusted parent.
 func TestCompactServerSpanContexts(t *testing.T) {
+	parentBased := sdktrace.ParentBased(sdktrace.AlwaysSample())
 	for _, c := range []struct {
 		traceparent string
+		sampler     sdktrace.Sampler
 		sampled     bool
 		sameTrace   bool
 	}{
-		{"", true, false},
-		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", true, true},
-		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", false, true},
+		{"", parentBased, true, false},
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", parentBased, true, true},
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", parentBased, false, true},
+		// A sampled parent the head sampler drops: the flag is cleared.
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", sdktrace.NeverSample(), false, true},
 	} {
 		var got trace.SpanContext
 		p := newCompactPair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			got = trace.SpanContextFromContext(r.Context())
-		}), sdktrace.ParentBased(sdktrace.AlwaysSample()), false)
+		}), c.sampler, false)
 		r := httptest.NewRequest(http.MethodGet, "/v1/models", nil)
 		if c.traceparent != "" {
 			r.Header.Set("Traceparent", c.traceparent)
@@ -196,5 +200,39 @@ func TestCompactServerSpanContexts(t *testing.T) {
 		if slices.ContainsFunc(p.compactR.Ended(), func(s sdktrace.ReadOnlySpan) bool { return !s.SpanContext().IsSampled() }) {
 			t.Errorf("an unsampled span reached the processor")
 		}
+	}
+}
+
+// TestCompactServerSpanEndsOnce: a span ended by the handler and again by
+// ServerHandler reaches each processor once, and calls from another
+// goroutine, racing the end or coming after it, change nothing once it has
+// ended (run with -race).
+func TestCompactServerSpanEndsOnce(t *testing.T) {
+	var late trace.Span
+	p := newCompactPair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		span := trace.SpanFromContext(r.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			span.SetAttributes(attribute.String(AttrModel, "m"))
+			span.AddEvent(EventWalletDenied)
+		}()
+		span.End()
+		<-done
+		late = span
+	}), sdktrace.ParentBased(sdktrace.AlwaysSample()), false)
+	p.compact.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/models", nil))
+	late.SetAttributes(attribute.String(AttrOutcome, "late"))
+	late.SetStatus(codes.Error, "late")
+	late.End()
+	if n, m := len(p.compactR.Ended()), len(p.extra.Ended()); n != 1 || m != 1 {
+		t.Fatalf("ended %d times (registered processor: %d), want once", n, m)
+	}
+	s := p.compactR.Ended()[0]
+	if s.Status().Code != codes.Unset || slices.ContainsFunc(s.Attributes(), func(kv attribute.KeyValue) bool { return kv.Key == AttrOutcome }) {
+		t.Errorf("changed after End: status %v, attributes %v", s.Status(), s.Attributes())
+	}
+	if late.IsRecording() {
+		t.Error("recording after End")
 	}
 }
