@@ -54,9 +54,9 @@ func newCompactPair(t *testing.T, h http.Handler, sampler sdktrace.Sampler, publ
 // times.
 func fullView(s sdktrace.ReadOnlySpan) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s [%s] status=%v %q parent-valid=%v remote=%v sampled=%v scope=%v res=%s dropped=%d/%d/%d\n",
+	fmt.Fprintf(&b, "%s [%s] status=%v %q parent-valid=%v remote=%v sampled=%v tracestate=%q scope=%v res=%s dropped=%d/%d/%d\n",
 		s.Name(), s.SpanKind(), s.Status().Code, s.Status().Description, s.Parent().IsValid(), s.Parent().IsRemote(),
-		s.SpanContext().IsSampled(), s.InstrumentationScope(), s.Resource().Encoded(attribute.DefaultEncoder()),
+		s.SpanContext().IsSampled(), s.SpanContext().TraceState().String(), s.InstrumentationScope(), s.Resource().Encoded(attribute.DefaultEncoder()),
 		s.DroppedAttributes(), s.DroppedEvents(), s.DroppedLinks())
 	for _, kv := range s.Attributes() { // in order: position matters
 		fmt.Fprintf(&b, "  %s=%s (%s)\n", kv.Key, kv.Value.Emit(), kv.Value.Type())
@@ -75,8 +75,8 @@ func fullView(s sdktrace.ReadOnlySpan) string {
 
 // TestCompactServerSpanMatchesSDK holds the compact SERVER span to the SDK
 // span ServerHandler made before, on the same requests and the same calls
-// on the span: attributes in order (duplicates resolved as the SDK does),
-// status precedence, events, the exception event of a panicking handler,
+// on the span: attributes in order (duplicates resolved as the SDK does,
+// also past the count limit), status precedence, events, the trace state, the exception event of a panicking handler,
 // links of a public endpoint, parents, sampling, scope and resource; and
 // it reaches processors registered after setup.
 func TestCompactServerSpanMatchesSDK(t *testing.T) {
@@ -96,12 +96,18 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 			span.AddEvent(EventWalletDenied, trace.WithAttributes(attribute.String(AttrWalletReason, "no_wallet")))
 			span.RecordError(errors.New("boom"))
 			span.RecordError(nil)
-			span.SetStatus(codes.Ok, "")
+			span.SetStatus(codes.Ok, "not kept")
 			span.SetStatus(codes.Error, "too late")
 			w.WriteHeader(http.StatusPaymentRequired)
 		case "5xx":
 			span.SetStatus(codes.Error, "engine_overloaded")
 			w.WriteHeader(http.StatusServiceUnavailable)
+		case "many":
+			// Past the attribute count limit: duplicates still replace, new keys are dropped.
+			for i := range 130 {
+				span.SetAttributes(attribute.Int(fmt.Sprintf("k%d", i), i))
+			}
+			span.SetAttributes(attribute.String(AttrOutcome, "late"), attribute.Int("k0", -1))
 		case "abort":
 			_, _ = w.Write([]byte("part"))
 			panic(http.ErrAbortHandler)
@@ -109,11 +115,13 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 	})
 	cases := []struct {
 		name, query, traceparent string
+		tracestate               string
 		public                   bool
 		sampler                  sdktrace.Sampler
 	}{
 		{name: "root", query: "do=outcome", sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
-		{name: "child of the client", query: "do=outcome", traceparent: incoming, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
+		{name: "child of the client", query: "do=outcome", traceparent: incoming, tracestate: "vendor=v1", sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
+		{name: "over the attribute limit", query: "do=many", sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "public", query: "do=events", traceparent: incoming, public: true, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "public, no traceparent", query: "do=5xx", public: true, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "abort", query: "do=abort", sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
@@ -131,10 +139,12 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 				r.Pattern = "POST /v1/chat/completions"
 				if c.traceparent != "" {
 					r.Header.Set("Traceparent", c.traceparent)
+					r.Header.Set("Tracestate", c.tracestate)
 				}
 				func() {
 					defer func() {
-						if v := recover(); v != nil && v != http.ErrAbortHandler {
+						// The handler's panic goes on past the span's End.
+						if v := recover(); v != nil && v != http.ErrAbortHandler || (v != nil) != (c.query == "do=abort") {
 							t.Errorf("panic %v", v)
 						}
 					}()
