@@ -124,6 +124,8 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 		{name: "over the attribute limit", query: "do=many", sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "public", query: "do=events", traceparent: incoming, public: true, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "public, no traceparent", query: "do=5xx", public: true, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
+		// The client's unsampled flag is not the sampler's parent either.
+		{name: "public, unsampled client", query: "do=outcome", traceparent: unsampled, public: true, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "abort", query: "do=abort", sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "unsampled parent", query: "do=outcome", traceparent: unsampled, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "never", query: "do=outcome", sampler: sdktrace.NeverSample()},
@@ -141,6 +143,7 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 					r.Header.Set("Traceparent", c.traceparent)
 					r.Header.Set("Tracestate", c.tracestate)
 				}
+				body := r.Body
 				func() {
 					defer func() {
 						// The handler's panic goes on past the span's End.
@@ -150,6 +153,9 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 					}()
 					h.ServeHTTP(httptest.NewRecorder(), r)
 				}()
+				if r.Body != body {
+					t.Errorf("request body not restored: %T", r.Body)
+				}
 			}
 			sdk, compact := p.sdkR.Ended(), p.compactR.Ended()
 			if len(sdk) != len(compact) {
