@@ -29,8 +29,9 @@
 // as the SDK makes them, attributes kept as set, a read-only view built
 // when it ends for the failover-aware sampler, which decides on it as on
 // an SDK root span. A healthy trace dropped at the healthy ratio costs its
-// SERVER span's attributes and its record, nothing more. Options.PlainSpans records SDK spans from the start
-// instead, the reference the record is tested against.
+// SERVER span's attributes and its record, nothing more.
+// Options.PlainSpans records SDK spans from the start instead, the
+// reference the record is tested against.
 //
 // # Why the SERVER span is not otelhttp's
 //
@@ -59,8 +60,8 @@
 // # Why the hop span is hopgate's, not otelhttp's
 //
 // The main listener's SERVER span is made as otelhttp's handler made it
-// (above), but upstream calls are not sent through otelhttp.Transport. The dispatch engine starts
-// its own CLIENT span per hop ("chat {upstream_model}") and injects
+// (above), but upstream calls are not sent through otelhttp.Transport.
+// The dispatch engine starts its own CLIENT span per hop ("chat {upstream_model}") and injects
 // traceparent from it, because the hop span must parent "await headers" and
 // "stream gate", and must carry what only the engine knows when the hop
 // ends: hopgate.hop.outcome, error.type for failures that arrive with a 200

@@ -101,6 +101,14 @@ func TestServerSpanMatchesOtelhttp(t *testing.T) {
 			w.WriteHeader(http.StatusBadGateway)
 			_, _ = w.Write([]byte("no"))
 		},
+		"internal error": func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+		},
+		// A flush before any header commits a 200; the later code is not sent.
+		"flush first": func(w http.ResponseWriter, r *http.Request) {
+			w.(http.Flusher).Flush()
+			w.WriteHeader(http.StatusServiceUnavailable)
+		},
 		"silent": func(http.ResponseWriter, *http.Request) {},
 		"early hints": func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusEarlyHints)

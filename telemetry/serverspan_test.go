@@ -54,9 +54,9 @@ func newCompactPair(t *testing.T, h http.Handler, sampler sdktrace.Sampler, publ
 // times.
 func fullView(s sdktrace.ReadOnlySpan) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s [%s] status=%v %q parent-valid=%v remote=%v sampled=%v scope=%v res=%s dropped=%d/%d/%d\n",
+	fmt.Fprintf(&b, "%s [%s] status=%v %q parent-valid=%v remote=%v sampled=%v tracestate=%q scope=%v res=%s dropped=%d/%d/%d\n",
 		s.Name(), s.SpanKind(), s.Status().Code, s.Status().Description, s.Parent().IsValid(), s.Parent().IsRemote(),
-		s.SpanContext().IsSampled(), s.InstrumentationScope(), s.Resource().Encoded(attribute.DefaultEncoder()),
+		s.SpanContext().IsSampled(), s.SpanContext().TraceState().String(), s.InstrumentationScope(), s.Resource().Encoded(attribute.DefaultEncoder()),
 		s.DroppedAttributes(), s.DroppedEvents(), s.DroppedLinks())
 	for _, kv := range s.Attributes() { // in order: position matters
 		fmt.Fprintf(&b, "  %s=%s (%s)\n", kv.Key, kv.Value.Emit(), kv.Value.Type())
@@ -75,8 +75,8 @@ func fullView(s sdktrace.ReadOnlySpan) string {
 
 // TestCompactServerSpanMatchesSDK holds the compact SERVER span to the SDK
 // span ServerHandler made before, on the same requests and the same calls
-// on the span: attributes in order (duplicates resolved as the SDK does),
-// status precedence, events, the exception event of a panicking handler,
+// on the span: attributes in order (duplicates resolved as the SDK does,
+// also past the count limit), status precedence, events, the trace state, the exception event of a panicking handler,
 // links of a public endpoint, parents, sampling, scope and resource; and
 // it reaches processors registered after setup.
 func TestCompactServerSpanMatchesSDK(t *testing.T) {
@@ -96,12 +96,18 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 			span.AddEvent(EventWalletDenied, trace.WithAttributes(attribute.String(AttrWalletReason, "no_wallet")))
 			span.RecordError(errors.New("boom"))
 			span.RecordError(nil)
-			span.SetStatus(codes.Ok, "")
+			span.SetStatus(codes.Ok, "not kept")
 			span.SetStatus(codes.Error, "too late")
 			w.WriteHeader(http.StatusPaymentRequired)
 		case "5xx":
 			span.SetStatus(codes.Error, "engine_overloaded")
 			w.WriteHeader(http.StatusServiceUnavailable)
+		case "many":
+			// Past the attribute count limit: duplicates still replace, new keys are dropped.
+			for i := range 130 {
+				span.SetAttributes(attribute.Int(fmt.Sprintf("k%d", i), i))
+			}
+			span.SetAttributes(attribute.String(AttrOutcome, "late"), attribute.Int("k0", -1))
 		case "abort":
 			_, _ = w.Write([]byte("part"))
 			panic(http.ErrAbortHandler)
@@ -109,13 +115,17 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 	})
 	cases := []struct {
 		name, query, traceparent string
+		tracestate               string
 		public                   bool
 		sampler                  sdktrace.Sampler
 	}{
 		{name: "root", query: "do=outcome", sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
-		{name: "child of the client", query: "do=outcome", traceparent: incoming, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
+		{name: "child of the client", query: "do=outcome", traceparent: incoming, tracestate: "vendor=v1", sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
+		{name: "over the attribute limit", query: "do=many", sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "public", query: "do=events", traceparent: incoming, public: true, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "public, no traceparent", query: "do=5xx", public: true, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
+		// The client's unsampled flag is not the sampler's parent either.
+		{name: "public, unsampled client", query: "do=outcome", traceparent: unsampled, public: true, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "abort", query: "do=abort", sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "unsampled parent", query: "do=outcome", traceparent: unsampled, sampler: sdktrace.ParentBased(sdktrace.AlwaysSample())},
 		{name: "never", query: "do=outcome", sampler: sdktrace.NeverSample()},
@@ -131,15 +141,21 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 				r.Pattern = "POST /v1/chat/completions"
 				if c.traceparent != "" {
 					r.Header.Set("Traceparent", c.traceparent)
+					r.Header.Set("Tracestate", c.tracestate)
 				}
+				body := r.Body
 				func() {
 					defer func() {
-						if v := recover(); v != nil && v != http.ErrAbortHandler {
+						// The handler's panic goes on past the span's End.
+						if v := recover(); v != nil && v != http.ErrAbortHandler || (v != nil) != (c.query == "do=abort") {
 							t.Errorf("panic %v", v)
 						}
 					}()
 					h.ServeHTTP(httptest.NewRecorder(), r)
 				}()
+				if r.Body != body {
+					t.Errorf("request body not restored: %T", r.Body)
+				}
 			}
 			sdk, compact := p.sdkR.Ended(), p.compactR.Ended()
 			if len(sdk) != len(compact) {
@@ -167,19 +183,23 @@ func TestCompactServerSpanMatchesSDK(t *testing.T) {
 // the SERVER span is compact: a local span context, sampled as the head
 // sampler says, the client's trace id under a trusted parent.
 func TestCompactServerSpanContexts(t *testing.T) {
+	parentBased := sdktrace.ParentBased(sdktrace.AlwaysSample())
 	for _, c := range []struct {
 		traceparent string
+		sampler     sdktrace.Sampler
 		sampled     bool
 		sameTrace   bool
 	}{
-		{"", true, false},
-		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", true, true},
-		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", false, true},
+		{"", parentBased, true, false},
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", parentBased, true, true},
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", parentBased, false, true},
+		// A sampled parent the head sampler drops: the flag is cleared.
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", sdktrace.NeverSample(), false, true},
 	} {
 		var got trace.SpanContext
 		p := newCompactPair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			got = trace.SpanContextFromContext(r.Context())
-		}), sdktrace.ParentBased(sdktrace.AlwaysSample()), false)
+		}), c.sampler, false)
 		r := httptest.NewRequest(http.MethodGet, "/v1/models", nil)
 		if c.traceparent != "" {
 			r.Header.Set("Traceparent", c.traceparent)
@@ -196,5 +216,39 @@ func TestCompactServerSpanContexts(t *testing.T) {
 		if slices.ContainsFunc(p.compactR.Ended(), func(s sdktrace.ReadOnlySpan) bool { return !s.SpanContext().IsSampled() }) {
 			t.Errorf("an unsampled span reached the processor")
 		}
+	}
+}
+
+// TestCompactServerSpanEndsOnce: a span ended by the handler and again by
+// ServerHandler reaches each processor once, and calls from another
+// goroutine, racing the end or coming after it, change nothing once it has
+// ended (run with -race).
+func TestCompactServerSpanEndsOnce(t *testing.T) {
+	var late trace.Span
+	p := newCompactPair(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		span := trace.SpanFromContext(r.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			span.SetAttributes(attribute.String(AttrModel, "m"))
+			span.AddEvent(EventWalletDenied)
+		}()
+		span.End()
+		<-done
+		late = span
+	}), sdktrace.ParentBased(sdktrace.AlwaysSample()), false)
+	p.compact.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/models", nil))
+	late.SetAttributes(attribute.String(AttrOutcome, "late"))
+	late.SetStatus(codes.Error, "late")
+	late.End()
+	if n, m := len(p.compactR.Ended()), len(p.extra.Ended()); n != 1 || m != 1 {
+		t.Fatalf("ended %d times (registered processor: %d), want once", n, m)
+	}
+	s := p.compactR.Ended()[0]
+	if s.Status().Code != codes.Unset || slices.ContainsFunc(s.Attributes(), func(kv attribute.KeyValue) bool { return kv.Key == AttrOutcome }) {
+		t.Errorf("changed after End: status %v, attributes %v", s.Status(), s.Attributes())
+	}
+	if late.IsRecording() {
+		t.Error("recording after End")
 	}
 }

@@ -62,7 +62,7 @@ type Options struct {
 }
 
 // Telemetry is the process's OpenTelemetry wiring. Setup does not install
-// globals; call SetGlobal, or or wrap handlers with ServerHandler.
+// globals; call SetGlobal, or wrap handlers with ServerHandler.
 type Telemetry struct {
 	TracerProvider *sdktrace.TracerProvider
 	Tracer         trace.Tracer // scope ScopeName
