@@ -618,6 +618,26 @@ func TestCloseWaitsForRequestsInFlight(t *testing.T) {
 	}
 }
 
+// Why: a request that ends unanswered after Close gave up waiting for it
+// must not call the store either (the gateway closes it next): its hold
+// is left to expire after billing.hold_ttl.
+func TestReleaseAfterCloseLeavesTheStore(t *testing.T) {
+	f := newFixture(t, "")
+	f.topUp(10_000)
+	r, err := f.reserve(4, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Close gives up on r at once
+	f.w.Close(ctx)
+	releases := f.st.Calls("release")
+	r.Finish(context.Background(), wallet.Outcome{})
+	if n := f.st.Calls("release") - releases; n != 0 {
+		t.Fatalf("a request that ended after Close released its hold on the store (%d calls)", n)
+	}
+}
+
 // Why: a charge the store refuses (not an outage: nothing retries it) is
 // logged at ERROR with everything needed to apply it by hand, like one
 // still pending at shutdown.
