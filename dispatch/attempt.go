@@ -110,10 +110,16 @@ func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode str
 	return a
 }
 
-// run sends the request and handles the answer up to its end (streamed,
-// buffered or passed through). nil: the answer reached the client.
-func (a *attempt) run() *classify.HopError {
-	defer a.cancel(nil)
+// run sends the request and handles the answer up to its end (buffered or
+// passed through), or up to the commit of a stream (errStreamOpen: the
+// hop's context and the response stay open for Stream). nil: the answer
+// reached the client.
+func (a *attempt) run() (err *classify.HopError) {
+	defer func() {
+		if err != errStreamOpen {
+			a.cancel(nil)
+		}
+	}()
 	c := a.c
 	resp, err := a.send(reqbody.Options{
 		Model:        a.entry.UpstreamModel,
@@ -122,7 +128,11 @@ func (a *attempt) run() *classify.HopError {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() {
+		if err != errStreamOpen {
+			_ = resp.Body.Close()
+		}
+	}()
 	if classify.Status(resp.StatusCode) != classify.Success {
 		return a.upstreamError(resp)
 	}

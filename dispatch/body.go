@@ -62,9 +62,11 @@ func (a *attempt) buffered(resp *http.Response) *classify.HopError {
 		ct = "application/json"
 	}
 	b = out
-	if !c.commit(head{status: resp.StatusCode, contentType: ct, length: int64(len(b))}, a.ch.ID, "ok") {
+	g, ok := c.claimAnswer(a.ch.ID, "ok")
+	if !ok {
 		return c.lostCommit()
 	}
+	c.rw.writeHead(head{status: resp.StatusCode, contentType: ct, length: int64(len(b))}, &g)
 	_ = c.rw.write(b)
 	a.usage, a.respModel = info.Usage, info.Model
 	return a.succeed()
@@ -101,9 +103,11 @@ func (a *attempt) passthrough(resp *http.Response) *classify.HopError {
 	c := a.c
 	// The client can tell a cut body from a complete one by its length
 	// too (when known), not only by the broken connection.
-	if !c.commit(head{status: resp.StatusCode, contentType: headerContentType(resp.Header), length: resp.ContentLength}, a.ch.ID, "ok") {
+	g, ok := c.claimAnswer(a.ch.ID, "ok")
+	if !ok {
 		return c.lostCommit()
 	}
+	c.rw.writeHead(head{status: resp.StatusCode, contentType: headerContentType(resp.Header), length: resp.ContentLength}, &g)
 	c.dropBody()
 	_ = c.rw.flush()
 

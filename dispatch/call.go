@@ -63,6 +63,10 @@ type call struct {
 	retryAfter time.Duration // soonest Retry-After of a failed hop
 	timedOut   bool          // the gate committed on its timeout (trace kept)
 	usage      Usage         // reported by the hop that served the answer
+	// ans is what Start returns; a committed stream (ans.open) is passed
+	// on from the caller's frame (pump.go), and the walk is over once it
+	// is open.
+	ans Answer
 
 	// Backing arrays of steps and statuses: most requests take a step or
 	// two, and the call is allocated anyway.
@@ -71,17 +75,34 @@ type call struct {
 }
 
 // Serve walks the chain for req and writes exactly one response to w.
-//
-// Serve, like every function between it and the read that waits for the
-// next frame of an open stream, keeps a small stack frame: a stream parks
-// its goroutine there for minutes, and the runtime halves a goroutine's
-// stack only while its live part is under a quarter of it. Work done once
-// per request (begin, end) runs in calls of its own, off that stack.
 func (e *Engine) Serve(w http.ResponseWriter, r *http.Request, req *Request) Result {
+	a := e.Start(w, r, req)
+	a.Pump()
+	return a.End()
+}
+
+// Start is Serve up to the commit of a streamed answer: it walks the chain
+// and returns the request's Answer, answered, or with a committed stream
+// still open that the caller passes on with Answer.Pump; Answer.End then
+// returns the Result.
+//
+// A stream parks its goroutine for minutes in Pump's read of the next
+// frame, and the runtime shrinks a goroutine stack only while its live
+// part is under a quarter of it: returning from the walk before the
+// stream is passed on leaves only the caller's frames under Pump, and
+// the walk's deep frames (begin, run, the hops, the gate) are gone by
+// then (docs/performance.md, memory per idle stream).
+func (e *Engine) Start(w http.ResponseWriter, r *http.Request, req *Request) *Answer {
 	c := e.begin(w, r, req)
-	defer c.release()
+	done := false
+	defer func() {
+		if !done {
+			c.release() // a panic in the walk
+		}
+	}()
 	c.run()
-	return c.end(r)
+	done = true
+	return &c.ans
 }
 
 // begin allocates the call, starts the dispatch span and arms the chain
@@ -100,6 +121,7 @@ func (e *Engine) begin(w http.ResponseWriter, r *http.Request, req *Request) *ca
 		start:     e.clock.Now(),
 	}
 	c.rw.w, c.rw.rc = w, http.NewResponseController(fw)
+	c.ans.c, c.ans.r = c, r
 	c.steps, c.statuses = c.stepsBuf[:0], c.statusesBuf[:0]
 	c.requestID = RequestID(r.Context())
 	ctx, span := e.tel.Spans.StartCall(r.Context(), req.Model.Name)
@@ -170,7 +192,7 @@ func (c *call) run() {
 		c.served = m
 		var n int
 		last, skips, n = c.walkChain(m, skips)
-		if c.rw.written {
+		if c.over() {
 			return
 		}
 		tried += n
@@ -201,7 +223,7 @@ func (c *call) run() {
 		c.served = best.model
 		c.skip(best.model, best.entry, best.br, true)
 		last = c.tryChannel(best.model, best.entry, best.br, best.br.ForceTrial())
-		if c.rw.written {
+		if c.over() {
 			return
 		}
 	}
@@ -235,7 +257,7 @@ func (c *call) walkChain(m *config.Model, skips []skipped) (last *classify.HopEr
 		}
 		tried++
 		last = c.tryChannel(m, entry, br, ticket)
-		if c.rw.written || last == nil || last.Class() != classify.Retryable {
+		if c.over() || last == nil || last.Class() != classify.Retryable {
 			return last, skips, tried
 		}
 	}
@@ -262,8 +284,13 @@ func (c *call) tryChannel(m *config.Model, entry config.Entry, br *breaker.Break
 	ch := entry.Channel
 	for try := 0; ; try++ {
 		err := c.hop(m, entry, try)
+		if err == errStreamOpen {
+			// The hop's result reaches the breaker when the stream ends.
+			c.ans.br, c.ans.ticket = br, ticket
+			return err
+		}
 		c.recordBreaker(br, ticket, err)
-		if c.rw.written || err == nil || err.Class() != classify.Retryable {
+		if c.over() || err == nil || err.Class() != classify.Retryable {
 			return err
 		}
 		// Same-channel retry: never after a timeout of any kind (the
@@ -291,12 +318,25 @@ func (c *call) tryChannel(m *config.Model, entry config.Entry, br *breaker.Break
 func (c *call) hop(m *config.Model, entry config.Entry, try int) *classify.HopError {
 	a := c.newAttempt(m, entry, try, "")
 	err := a.run()
+	if err == errStreamOpen {
+		return err // the hop ends with its stream (Answer.End)
+	}
+	return a.finish(err)
+}
+
+// finish ends a hop of the walk: its span, metrics and step, then, for a
+// stream cut after commit, the resume or the in-band error.
+func (a *attempt) finish(err *classify.HopError) *classify.HopError {
 	a.end(err)
-	if err != nil && err.Kind == classify.KindCut && !c.rw.aborted {
-		c.afterCut(m, entry, a.why)
+	if err != nil && err.Kind == classify.KindCut && !a.c.rw.aborted {
+		a.c.afterCut(a.m, a.entry, a.why)
 	}
 	return err
 }
+
+// over reports that the walk is over: an answer was written, or a
+// committed stream waits to be passed on (Start).
+func (c *call) over() bool { return c.rw.written || c.ans.open }
 
 // afterCut continues a committed stream that was cut, or ends it with the
 // in-band error frame: a rejected continuation never masks the failure.
@@ -414,21 +454,21 @@ func (c *call) writeFinal(e *classify.HopError) {
 	c.rw.outcome = OutcomeFinalError
 }
 
-// commit claims the reply for the answer of the hop on channel, whose
-// result on the failover path is step, and writes its head. False when the
-// chain deadline claimed the reply first (nothing was written).
-func (c *call) commit(h head, channel, step string) bool {
+// claimAnswer claims the reply for the answer of the hop on channel, whose
+// result on the failover path is step, and returns hopgate's headers for
+// it, to be written with the answer's head; false when the chain deadline
+// claimed the reply first.
+func (c *call) claimAnswer(channel, step string) (gatewayHeaders, bool) {
 	if !c.rw.claim() {
-		return false
+		return gatewayHeaders{}, false
 	}
 	// The path includes the hop being committed: its own step is appended
 	// when the hop ends.
 	c.steps = append(c.steps, telemetry.Step{Channel: channel, Result: step})
 	g := c.headers()
 	c.steps = c.steps[:len(c.steps)-1]
-	c.rw.writeHead(h, &g)
 	c.rw.answered = true
-	return true
+	return g, true
 }
 
 // headers are hopgate's response headers as of now: X-Hopgate-Model names

@@ -120,7 +120,7 @@ func (a *attempt) continueStream() *classify.HopError {
 	// repeat it exactly.
 	a.passing = a.mode == resumePrefill
 	a.codec = a.dia.newCodec()
-	return a.pass(a.frames(resp), nil, a.continueFrame)
+	return a.pass(a.frames(resp), a.continueFrame)
 }
 
 // continueFrame handles one frame of a continuation: frames that open the

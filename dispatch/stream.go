@@ -46,7 +46,12 @@ type frameItem struct {
 // false: stop, so the hop's goroutine takes the reader over at a frame
 // boundary).
 type frameFeed struct {
-	items chan frameItem
+	// ready: a frame is in cur. The goroutine writes cur only before it
+	// signals ready and the gate reads it only after, until it answers on
+	// next: the two never touch it at once. (A slot, not a channel of
+	// frames: the gate's frame keeps no copy of one.)
+	ready chan struct{}
+	cur   frameItem
 	next  chan bool
 	stop  chan struct{}
 	done  chan struct{}
@@ -58,7 +63,7 @@ type frameFeed struct {
 // the client; with keepText the text of each frame is copied too
 // (mid_stream: resume keeps what was delivered).
 func startFrames(rd frameSource, k codec, keepText bool) *frameFeed {
-	f := &frameFeed{items: make(chan frameItem, 1), next: make(chan bool, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	f := &frameFeed{ready: make(chan struct{}, 1), next: make(chan bool, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
 		f.read(rd, k, keepText)
@@ -85,8 +90,9 @@ func (f *frameFeed) read(rd frameSource, k codec, keepText bool) {
 			it.info.Text = nil
 		}
 		it.err = err
+		f.cur = it
 		select {
-		case f.items <- it:
+		case f.ready <- struct{}{}:
 		case <-f.stop:
 			return
 		}
@@ -110,7 +116,8 @@ func (f *frameFeed) read(rd frameSource, k codec, keepText bool) {
 func (f *frameFeed) handOver() {
 	f.next <- false
 	<-f.done
-	f.items, f.next, f.stop, f.done = nil, nil, nil, nil
+	f.ready, f.next, f.stop, f.done = nil, nil, nil, nil
+	f.cur = frameItem{}
 }
 
 // close stops the reader and waits for it: a reader blocked on a send sees
@@ -126,36 +133,41 @@ func (f *frameFeed) close(cancel context.CancelCauseFunc, body io.Closer) {
 	<-f.done
 }
 
-// stream runs the L3 gate on an SSE answer, then passes the stream through.
+// stream runs the L3 gate on an SSE answer. Once the gate commits, the
+// stream is handed back to Start's caller (errStreamOpen, pump.go), which
+// writes the commit and passes the rest through.
 //
 // Before commit a reader goroutine feeds the gate, which also waits on its
 // timer. The reader stops at every frame until the gate answers, so at
-// commit it exits and the hop's goroutine reads the rest itself: no
+// commit it exits and the request's goroutine reads the rest itself: no
 // handoff per frame, no copies, and one goroutine fewer per open stream.
 // After commit every wait is a blocking read, which the hop context ends:
 // the client leaving, or the idle timer cancelling it.
-func (a *attempt) stream(resp *http.Response) *classify.HopError {
+func (a *attempt) stream(resp *http.Response) (err *classify.HopError) {
 	c := a.c
 	c.rw.keepText = a.m.Policy.MidStream == config.MidStreamResume
 	rd := a.frames(resp)
 	feed := startFrames(rd, a.codec, c.rw.keepText)
-	defer feed.close(a.cancel, resp.Body)
+	defer func() {
+		if err != errStreamOpen {
+			feed.close(a.cancel, resp.Body)
+		}
+	}()
 	if err := a.gate(resp, feed); err != nil {
 		return err
 	}
 	if !c.rw.keepText {
 		c.dropBody() // only a resume would send it again
 	}
-	err := a.pass(rd, feed, a.afterCommit)
-	if err == nil {
-		drain(resp, a.cancel)
-	}
-	return err
+	s := &c.ans
+	s.a, s.rd, s.feed, s.resp = a, rd, feed, resp
+	return errStreamOpen
 }
 
 // gateHold is what the gate holds and how its decision is recorded.
 type gateHold struct {
 	a      *attempt
+	resp   *http.Response
 	frames [][]byte
 	bytes  int
 	start  time.Time
@@ -181,13 +193,15 @@ func (g *gateHold) fail(decision string, kind classify.Kind) *classify.HopError 
 }
 
 // gate is L3: it holds frames until one is decisive and commits them (nil),
-// or fails the hop.
+// or fails the hop. Its loop only waits; what a frame, the timer or the
+// hop's end decides runs in calls of their own (take, timeout, ended), so
+// the gate's frame stays small under them: the walk is at its deepest here.
 //
 //go:noinline
 func (a *attempt) gate(resp *http.Response, feed *frameFeed) *classify.HopError {
 	c := a.c
 	pol := a.m.Policy
-	g := &gateHold{a: a, start: c.e.clock.Now(), span: a.span.Gate(a.ctx), hold: overload.NewHold(c.e.budget)}
+	g := newGateHold(a, resp)
 	// Once the gate decided, held frames are written or dropped.
 	defer g.hold.Release()
 	var gateC <-chan time.Time
@@ -202,99 +216,135 @@ func (a *attempt) gate(resp *http.Response, feed *frameFeed) *classify.HopError 
 			feed.awaiting = false
 		}
 		select {
-		case it := <-feed.items:
-			feed.awaiting = it.err == nil
-			if it.err != nil {
-				if err := a.ctxEnded(); err != nil {
-					g.decide(telemetry.GateDiscardEOF)
-					return err
-				}
-				if errors.Is(it.err, sse.ErrFrameTooLarge) {
-					// A frame that never ends (or is absurdly long) is a broken
-					// upstream, bounded by MaxFrame rather than by memory.
-					return g.fail(telemetry.GateDiscardError, classify.KindFrameTooLarge)
-				}
-				return g.fail(telemetry.GateDiscardEOF, classify.KindStreamEOF)
+		case <-feed.ready:
+			feed.awaiting = feed.cur.err == nil
+			if err, end := g.take(&feed.cur); end {
+				return err
 			}
-			switch it.info.Kind {
-			case gate.Error:
-				return g.fail(telemetry.GateDiscardError, classify.KindStreamError)
-			case gate.Done:
-				// [DONE] before anything decisive: an empty answer.
-				return g.fail(telemetry.GateDiscardEOF, classify.KindStreamEOF)
-			case gate.Malformed:
-				a.malformed++
-				c.e.tel.Metrics.MalformedFrame(a.ctx, a.ch.ID, a.m.Name)
-				continue
-			case gate.Content, gate.Finish:
-				if !a.commitStream(resp, g.frames, &it) {
-					g.decide(telemetry.GateCommitContent)
-					return c.lostCommit()
-				}
-				g.decide(telemetry.GateCommitContent)
-				return nil
-			}
-			// Hold
-			if it.info.UsageOnly {
-				a.usage = it.info.Usage
-				if !c.req.Fields.IncludeUsage {
-					continue // we asked for it, the client did not
-				}
-			}
-			if len(it.raw) == 0 {
-				continue // nothing for the client (a ping across dialects)
-			}
-			if g.bytes+len(it.raw) > c.e.maxHeld {
-				return g.fail(telemetry.GateDiscardError, classify.KindGateOverflow)
-			}
-			if !g.hold.Grow(int64(len(it.raw))) {
-				// The process holds too many buffered bytes: this hop
-				// fails; the next channel may be sane.
-				return g.fail(telemetry.GateDiscardError, classify.KindBudget)
-			}
-			g.frames = append(g.frames, it.raw)
-			g.bytes += len(it.raw)
 		case <-gateC:
-			if pol.GateOnTimeout == config.OnTimeoutFailover {
-				return g.fail(telemetry.GateFailoverTimeout, classify.KindGateTimeout)
-			}
-			// A slow model is not a broken one: commit what we have.
-			if !a.commitStream(resp, g.frames, nil) {
-				g.decide(telemetry.GateCommitTimeout)
-				return c.lostCommit()
-			}
-			g.decide(telemetry.GateCommitTimeout)
-			c.timedOut = true
-			return nil
+			return g.timeout()
 		case <-a.ctx.Done():
-			err := a.ctxEnded()
-			g.decide(telemetry.GateDiscardEOF)
-			return err
+			return g.ended()
 		}
 	}
 }
 
-// commitStream claims the reply and writes the status line, hopgate's
-// headers, the held frames and the decisive frame (nil: the gate timed
-// out), then flushes. False if the chain deadline claimed the reply first.
-func (a *attempt) commitStream(resp *http.Response, held [][]byte, decisive *frameItem) bool {
+// newGateHold starts the gate's span and its hold; on the heap, not in
+// the gate's frame (see gate).
+//
+//go:noinline
+func newGateHold(a *attempt, resp *http.Response) *gateHold {
 	c := a.c
-	if !c.commit(head{status: http.StatusOK, contentType: headerContentType(resp.Header), length: -1, stream: true}, a.ch.ID, "ok") {
+	return &gateHold{a: a, resp: resp, start: c.e.clock.Now(), span: a.span.Gate(a.ctx), hold: overload.NewHold(c.e.budget)}
+}
+
+// take judges the frame the reader handed over: a decisive one
+// commits, an error or an end fails the hop, anything else is held. True
+// when the gate decided.
+//
+//go:noinline
+func (g *gateHold) take(it *frameItem) (*classify.HopError, bool) {
+	a, c := g.a, g.a.c
+	if it.err != nil {
+		if err := a.ctxEnded(); err != nil {
+			g.decide(telemetry.GateDiscardEOF)
+			return err, true
+		}
+		if errors.Is(it.err, sse.ErrFrameTooLarge) {
+			// A frame that never ends (or is absurdly long) is a broken
+			// upstream, bounded by MaxFrame rather than by memory.
+			return g.fail(telemetry.GateDiscardError, classify.KindFrameTooLarge), true
+		}
+		return g.fail(telemetry.GateDiscardEOF, classify.KindStreamEOF), true
+	}
+	switch it.info.Kind {
+	case gate.Error:
+		return g.fail(telemetry.GateDiscardError, classify.KindStreamError), true
+	case gate.Done:
+		// [DONE] before anything decisive: an empty answer.
+		return g.fail(telemetry.GateDiscardEOF, classify.KindStreamEOF), true
+	case gate.Malformed:
+		a.malformed++
+		c.e.tel.Metrics.MalformedFrame(a.ctx, a.ch.ID, a.m.Name)
+		return nil, false
+	case gate.Content, gate.Finish:
+		if !g.commit(it) {
+			g.decide(telemetry.GateCommitContent)
+			return c.lostCommit(), true
+		}
+		g.decide(telemetry.GateCommitContent)
+		return nil, true
+	}
+	// Hold
+	if it.info.UsageOnly {
+		a.usage = it.info.Usage
+		if !c.req.Fields.IncludeUsage {
+			return nil, false // we asked for it, the client did not
+		}
+	}
+	if len(it.raw) == 0 {
+		return nil, false // nothing for the client (a ping across dialects)
+	}
+	if g.bytes+len(it.raw) > c.e.maxHeld {
+		return g.fail(telemetry.GateDiscardError, classify.KindGateOverflow), true
+	}
+	if !g.hold.Grow(int64(len(it.raw))) {
+		// The process holds too many buffered bytes: this hop
+		// fails; the next channel may be sane.
+		return g.fail(telemetry.GateDiscardError, classify.KindBudget), true
+	}
+	g.frames = append(g.frames, it.raw)
+	g.bytes += len(it.raw)
+	return nil, false
+}
+
+// timeout is the gate's timer: fail over, or commit what is held.
+//
+//go:noinline
+func (g *gateHold) timeout() *classify.HopError {
+	a, c := g.a, g.a.c
+	if a.m.Policy.GateOnTimeout == config.OnTimeoutFailover {
+		return g.fail(telemetry.GateFailoverTimeout, classify.KindGateTimeout)
+	}
+	// A slow model is not a broken one: commit what we have.
+	if !g.commit(nil) {
+		g.decide(telemetry.GateCommitTimeout)
+		return c.lostCommit()
+	}
+	g.decide(telemetry.GateCommitTimeout)
+	c.timedOut = true
+	return nil
+}
+
+// ended: the hop's context ended while the gate waited.
+//
+//go:noinline
+func (g *gateHold) ended() *classify.HopError {
+	err := g.a.ctxEnded()
+	g.decide(telemetry.GateDiscardEOF)
+	return err
+}
+
+// commit claims the reply for the stream and keeps what its first
+// write sends: the status line, hopgate's headers, the held frames (and
+// their hold on the budget) and the decisive frame (nil: the gate timed
+// out). Answer.Pump writes them once the walk has returned. False if the
+// chain deadline claimed the reply first.
+func (g *gateHold) commit(decisive *frameItem) bool {
+	a, resp := g.a, g.resp
+	gh, ok := a.c.claimAnswer(a.ch.ID, "ok")
+	if !ok {
 		return false
 	}
-	for _, f := range held {
-		if c.rw.write(f) != nil {
-			return true
-		}
-	}
+	s := &a.c.ans
+	s.open = true
+	s.head = head{status: http.StatusOK, contentType: headerContentType(resp.Header), length: -1, stream: true}
+	s.headers, s.held, s.hold = gh, g.frames, g.hold
+	g.hold = overload.Hold{} // the Answer's now
 	if decisive != nil {
-		a.note(decisive)
-		if len(decisive.raw) > 0 {
-			_ = c.rw.frame(decisive.raw)
-			return true
-		}
+		d := *decisive
+		s.decisive = &d
 	}
-	_ = c.rw.flush()
 	return true
 }
 
@@ -302,44 +352,16 @@ func (a *attempt) commitStream(resp *http.Response, held [][]byte, decisive *fra
 // reports that the hop is over, with err (nil: the answer is complete).
 type frameHandler func(it *frameItem) (err *classify.HopError, end bool)
 
-// pass is the frame loop of a committed stream (and of a continuation):
-// it reads the frames itself, never holding one back waiting for the next
-// (a flush whenever nothing more is buffered), re-arms the idle timer per
-// frame and hands each frame to handle. feed, when set, is the gate's
-// reader goroutine, stopped here first.
-//
-// An open stream parks its goroutine in pass for minutes, so pass keeps a
-// small frame (see Engine.Serve).
-//
-//go:noinline
-func (a *attempt) pass(rd frameSource, feed *frameFeed, handle frameHandler) *classify.HopError {
+// pass is the frame loop of a continuation (resume.go): it reads the
+// frames itself, never holding one back waiting for the next (a flush
+// whenever nothing more is buffered), re-arms the idle timer per frame and
+// hands each frame to handle. A committed stream of the walk runs the same
+// loop in Answer.Pump.
+func (a *attempt) pass(rd frameSource, handle frameHandler) *classify.HopError {
 	c := a.c
-	idleFor := a.m.Policy.StreamIdleTimeout
-	var idle clockwork.Timer
-	if idleFor > 0 {
-		// The timer ends a blocked read by cancelling the hop; every frame
-		// re-arms it.
-		idle = c.e.clock.AfterFunc(idleFor, func() { a.cancel(errIdleTimeout) })
-		defer idle.Stop()
-	}
-	if feed != nil {
-		if !feed.awaiting {
-			// Committed on the gate timer while the reader was reading:
-			// its frame comes first.
-			it := <-feed.items
-			feed.handOver()
-			if idle != nil && it.err == nil {
-				idle.Reset(idleFor)
-			}
-			if err, end := handle(&it); end {
-				return err
-			}
-		} else {
-			feed.handOver()
-		}
-	}
-	// The reader goroutine has exited: rd is ours.
-	var it frameItem
+	var idle idleTimer
+	idle.arm(a)
+	defer idle.stop()
 	for {
 		if c.rw.pending && !rd.Buffered() {
 			// Nothing more has arrived: the client gets what we have now.
@@ -348,18 +370,50 @@ func (a *attempt) pass(rd frameSource, feed *frameFeed, handle frameHandler) *cl
 			}
 		}
 		f, err := rd.Next()
-		it = frameItem{err: err}
-		if err == nil {
-			if idle != nil {
-				idle.Reset(idleFor)
-			}
-			it.raw, it.info = a.codec.frame(f)
-			it.text = it.info.Text
-			it.textLen = len(it.info.Text)
-		}
+		var it frameItem
+		readItem(&it, a.codec, &f, err, &idle)
 		if err, end := handle(&it); end {
 			return err
 		}
+	}
+}
+
+// readItem makes one read of a committed stream (frame f, or err) a frame
+// for the client in it: the codec's bytes and what the frame says; each
+// frame re-arms the idle timer.
+func readItem(it *frameItem, k codec, f *sse.Frame, err error, idle *idleTimer) {
+	*it = frameItem{err: err}
+	if err == nil {
+		idle.reset()
+		it.raw, it.info = k.frame(*f)
+		it.text = it.info.Text
+		it.textLen = len(it.info.Text)
+	}
+}
+
+// idleTimer is a committed stream's stream_idle_timeout: it ends a blocked
+// read by cancelling the hop, and every frame re-arms it.
+type idleTimer struct {
+	t clockwork.Timer // nil: no idle timeout
+	d time.Duration
+}
+
+func (t *idleTimer) arm(a *attempt) {
+	if d := a.m.Policy.StreamIdleTimeout; d > 0 {
+		t.d = d
+		t.t = a.c.e.clock.AfterFunc(d, func() { a.cancel(errIdleTimeout) })
+	}
+}
+
+func (t *idleTimer) reset() {
+	if t.t != nil {
+		t.t.Reset(t.d)
+	}
+}
+
+func (t *idleTimer) stop() {
+	if t.t != nil {
+		t.t.Stop()
 	}
 }
 

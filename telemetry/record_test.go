@@ -53,12 +53,12 @@ func TestRecordExportedOnlyWhenKept(t *testing.T) {
 		keep bool
 	}
 	reqs := map[trace.TraceID]req{}
-	ratio := sdktrace.TraceIDRatioBased(0.5)
+	ratio := newHealthyRatio(0.5)
 	kept := 0
 	for i := range 200 {
 		fail := i%10 == 0
 		id, hop := recordedRequest(tel, fail)
-		keep := fail || keepHealthy(ratio, id)
+		keep := fail || ratio.keep(id)
 		if keep {
 			kept++
 		}

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"encoding/binary"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,7 +150,7 @@ type sampleCounters struct {
 // ratio r2 keep min(r1, r2) of healthy traces, consistently across services.
 type failoverProcessor struct {
 	next    sdktrace.SpanProcessor
-	healthy sdktrace.Sampler
+	healthy healthyRatio
 	clock   clockwork.Clock
 
 	maxTraces, maxSpansPerTrace, maxSpansTotal int
@@ -191,7 +192,7 @@ func newFailoverProcessor(next sdktrace.SpanProcessor, healthyRatio float64, clo
 	}
 	return &failoverProcessor{
 		next:             next,
-		healthy:          sdktrace.TraceIDRatioBased(healthyRatio),
+		healthy:          newHealthyRatio(healthyRatio),
 		clock:            clock,
 		maxTraces:        defaultMaxTraces,
 		maxSpansPerTrace: defaultMaxSpansPerTrace,
@@ -206,9 +207,34 @@ func newFailoverProcessor(next sdktrace.SpanProcessor, healthyRatio float64, clo
 	}
 }
 
-// keepHealthy reports whether a healthy trace with this id is kept.
-func keepHealthy(s sdktrace.Sampler, id trace.TraceID) bool {
-	return s.ShouldSample(sdktrace.SamplingParameters{TraceID: id}).Decision == sdktrace.RecordAndSample
+// healthyRatio decides which healthy traces are kept, from the trace id
+// alone, with the arithmetic of the SDK's TraceIDRatioBased sampler: the
+// upper 63 bits of the id's second half against ratio·2⁶³ (a ratio of 1
+// or more keeps all, 0 or less none), so a head ratio and a healthy ratio
+// compose (TestHealthyRatioMatchesSDK holds the two to the same decisions).
+// Not the SDK sampler itself: its ShouldSample takes a SamplingParameters
+// and reads a parent context, 330 bytes of stack in the exemplar filter
+// under every metric the request path records, which counted towards the
+// depth an open stream's goroutine reaches (docs/performance.md, memory
+// per idle stream).
+type healthyRatio struct {
+	all   bool
+	bound uint64
+}
+
+func newHealthyRatio(ratio float64) healthyRatio {
+	switch {
+	case ratio >= 1:
+		return healthyRatio{all: true}
+	case ratio <= 0:
+		return healthyRatio{}
+	}
+	return healthyRatio{bound: uint64(ratio * (1 << 63))}
+}
+
+// keep reports whether a healthy trace with this id is kept.
+func (h healthyRatio) keep(id trace.TraceID) bool {
+	return h.all || binary.BigEndian.Uint64(id[8:16])>>1 < h.bound
 }
 
 func (p *failoverProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
@@ -249,7 +275,7 @@ func (p *failoverProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 		case Interesting(s, anyErr):
 			p.counts.interesting.Add(1)
 			ringIt = true
-		case keepHealthy(p.healthy, id):
+		case p.healthy.keep(id):
 			p.counts.healthyKept.Add(1)
 			ringIt = p.ring.keepsHealthy()
 		default:

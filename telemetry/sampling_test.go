@@ -2,6 +2,8 @@ package telemetry
 
 import (
 	"context"
+	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -236,11 +238,44 @@ func TestFailoverProcessorShutdownFlushes(t *testing.T) {
 // The healthy ratio is a deterministic function of the trace id, like
 // TraceIDRatioBased, so the exemplar filter and the processor agree.
 func TestKeepHealthyDeterministic(t *testing.T) {
-	s := sdktrace.TraceIDRatioBased(0.5)
+	h := newHealthyRatio(0.5)
 	lo := trace.TraceID{8: 0x00, 15: 1}
 	hi := trace.TraceID{8: 0xff, 15: 1}
-	if !keepHealthy(s, lo) || keepHealthy(s, hi) {
+	if !h.keep(lo) || h.keep(hi) {
 		t.Fatal("ratio 0.5 must keep a low trace id and drop a high one")
+	}
+}
+
+// healthyRatio decides as the SDK's TraceIDRatioBased sampler does, for
+// every ratio (the edges included) and ids around each bound, so a head
+// ratio and a healthy ratio compose as documented.
+func TestHealthyRatioMatchesSDK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, ratio := range []float64{-1, 0, 1e-9, 0.001, 0.1, 0.25, 0.5, 0.75, 0.999999, 1, 2} {
+		sdk := sdktrace.TraceIDRatioBased(ratio)
+		h := newHealthyRatio(ratio)
+		ids := []trace.TraceID{{}, {8: 0xff, 9: 0xff, 10: 0xff, 11: 0xff, 12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff}}
+		if ratio > 0 && ratio < 1 {
+			// The ids on either side of the bound.
+			bound := uint64(ratio * (1 << 63))
+			for _, x := range []uint64{bound - 1, bound, bound + 1} {
+				var id trace.TraceID
+				binary.BigEndian.PutUint64(id[8:], x<<1)
+				ids = append(ids, id)
+			}
+		}
+		for range 2000 {
+			var id trace.TraceID
+			binary.BigEndian.PutUint64(id[:8], rng.Uint64())
+			binary.BigEndian.PutUint64(id[8:], rng.Uint64())
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			want := sdk.ShouldSample(sdktrace.SamplingParameters{TraceID: id}).Decision == sdktrace.RecordAndSample
+			if got := h.keep(id); got != want {
+				t.Fatalf("ratio %g, trace id %s: keep %v, the SDK sampler %v", ratio, id, got, want)
+			}
+		}
 	}
 }
 

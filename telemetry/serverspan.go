@@ -123,10 +123,14 @@ type serverSpan struct {
 	start      time.Time
 	links      []sdktrace.Link
 
-	mu      sync.Mutex
-	ended   bool
-	attrs   []attribute.KeyValue // in the order set; duplicates resolved at End
-	buf     [28]attribute.KeyValue
+	mu    sync.Mutex
+	ended bool
+	attrs []attribute.KeyValue // in the order set; duplicates resolved at End
+	// buf backs attrs: a request sets 11 at its start and 17 or 18 by its
+	// end. 20, not more: the span lives as long as its request, an idle
+	// stream's included, and 20 keeps it in the allocator's 1792-byte
+	// class (28 took 2304: docs/performance.md, memory per idle stream).
+	buf     [20]attribute.KeyValue
 	dropped int
 	events  []sdktrace.Event
 	status  sdktrace.Status

@@ -241,7 +241,7 @@ func newTelemetry(tp *sdktrace.TracerProvider, res *resource.Resource, region st
 // same arithmetic the tail sampler uses. Otherwise dashboards would link to
 // traces the sampler dropped.
 func healthyExemplarFilter(ratio float64) exemplar.Filter {
-	healthy := sdktrace.TraceIDRatioBased(ratio)
+	healthy := newHealthyRatio(ratio)
 	return func(ctx context.Context) bool {
 		sc := trace.SpanContextFromContext(ctx)
 		if !sc.IsSampled() {
@@ -250,7 +250,7 @@ func healthyExemplarFilter(ratio float64) exemplar.Filter {
 		if v, _ := ctx.Value(interestingKey{}).(bool); v {
 			return true
 		}
-		return keepHealthy(healthy, sc.TraceID())
+		return healthy.keep(sc.TraceID())
 	}
 }
 

@@ -68,8 +68,8 @@ func (s *Server) Handler() http.Handler {
 	// clients choose trace ids (and X-Request-Id). Read per request, so a
 	// reload applies.
 	public := func() bool { return !s.cfg.Load().Telemetry.TrustInboundTrace }
-	for _, rt := range routes {
-		rt := rt
+	for i := range routes {
+		rt := &routes[i]
 		mux.Handle(rt.Pattern, s.tel.ServerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.proxy(w, r, rt)
 		}), public))
@@ -124,38 +124,93 @@ func reply(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 // replays the same bytes, and a client that leaves mid-upload costs no
 // upstream attempt.
 //
-// proxy stays a small stack frame on purpose: an open stream parks its
-// handler goroutine for minutes under proxy, Serve and the hop, and the
-// runtime only shrinks a goroutine stack whose live part is under a
-// quarter of it. The checks (admit) and the access log line (logRequest)
-// are calls of their own so their locals are not part of this frame.
-func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
+// proxy stays a small stack frame on purpose: a committed stream is passed
+// on from here (dispatch.Answer.Pump) and parks the goroutine for minutes,
+// and the runtime only shrinks a goroutine stack whose live part is under
+// a quarter of it. The checks (begin), the walk (start) and the end of the
+// request (finish: its Result, settlement and log line) are calls of their
+// own so their locals are not part of this frame.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt *route) {
+	x := s.begin(w, r, rt)
+	if x == nil {
+		return
+	}
+	defer x.release()
+	a := x.start(w, r)
+	a.Pump()
+	x.finish(r, a)
+}
+
+// exchange is a request past the front door and what it holds until it
+// ends: its admission, its body's bytes against the buffer budget, an
+// open-stream slot, a wallet reservation.
+type exchange struct {
+	s      *Server
+	req    *dispatch.Request
+	stream bool                // holds an open-stream slot
+	hold   *wallet.Reservation // nil: not charged
+}
+
+// begin runs the front-door checks and takes what the request holds; nil
+// once a refusal was written (and what was taken was given back).
+//
+//go:noinline
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, rt *route) *exchange {
 	if !s.enter(w, r) {
-		return
+		return nil
 	}
-	defer s.adm.Leave()
-	req := s.admit(w, r, rt)
-	if req == nil {
-		return
-	}
-	defer req.BodyHold.Release()
-	if req.Stream {
-		if !s.openStream(w, r) {
-			return
+	x := &exchange{s: s}
+	ok := false
+	defer func() {
+		if !ok {
+			x.release() // a refusal, or a panic in the checks
 		}
-		defer s.adm.CloseStream()
+	}()
+	if x.req = s.admit(w, r, rt); x.req == nil {
+		return nil
 	}
-	hold, ok := s.reserve(w, r, req)
-	if !ok {
-		return
+	if x.req.Stream {
+		if !s.openStream(w, r) {
+			return nil
+		}
+		x.stream = true
 	}
-	if hold != nil {
-		// Released on every path Finish does not see: a panic below.
-		defer hold.Guard()
+	if x.hold, ok = s.reserve(w, r, x.req); !ok {
+		return nil
 	}
-	res := s.engine.Serve(w, r, req)
-	if hold != nil {
-		s.settle(r, hold, res)
+	return x
+}
+
+// release gives back what the request held, on every path (a panic
+// included); a reservation Finish did not see is released (Guard).
+func (x *exchange) release() {
+	if x.hold != nil {
+		x.hold.Guard()
+	}
+	if x.stream {
+		x.s.adm.CloseStream()
+	}
+	if x.req != nil {
+		x.req.BodyHold.Release()
+	}
+	x.s.adm.Leave()
+}
+
+// start walks the chain: the answer, or a committed stream to pass on.
+//
+//go:noinline
+func (x *exchange) start(w http.ResponseWriter, r *http.Request) *dispatch.Answer {
+	return x.s.engine.Start(w, r, x.req)
+}
+
+// finish ends the answer, settles the reservation, counts the request for
+// the status page and writes the access log line.
+//
+//go:noinline
+func (x *exchange) finish(r *http.Request, a *dispatch.Answer) {
+	s, req, res := x.s, x.req, a.End()
+	if x.hold != nil {
+		s.settle(r, x.hold, res)
 	}
 	s.status.Record(req.Model.Name, res.Outcome)
 	s.logRequest(r, req, res)
@@ -171,7 +226,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt route) {
 // nil once a rejection has been written.
 //
 //go:noinline
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt route) (req *dispatch.Request) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (req *dispatch.Request) {
 	cfg := s.cfg.Load()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)

@@ -1,0 +1,219 @@
+package dispatch
+
+import (
+	"net/http"
+
+	"github.com/hopgate/hopgate/dispatch/breaker"
+	"github.com/hopgate/hopgate/dispatch/classify"
+	"github.com/hopgate/hopgate/dispatch/overload"
+	"github.com/hopgate/hopgate/internal/sse"
+)
+
+// errStreamOpen is what a hop of the walk returns once its stream is
+// committed: the walk unwinds without ending the hop, and Start returns
+// with the stream open (Answer.open). It never reaches a breaker, a span
+// or a client.
+var errStreamOpen = &classify.HopError{Kind: classify.KindCut}
+
+// Answer is a request that Start walked: answered, or with a committed
+// stream still open (the hop's response, its frame reader and its context).
+// The caller calls Pump, which passes an open stream on (and does nothing
+// otherwise), then End, which returns the Result; both from the goroutine
+// that called Start.
+type Answer struct {
+	c    *call
+	r    *http.Request
+	open bool // a committed stream waits for Pump
+	a    *attempt
+	rd   frameSource
+	feed *frameFeed // the gate's reader goroutine, stopped by Pump
+	resp *http.Response
+	// The hop's breaker ticket: its result is recorded by End.
+	br     *breaker.Breaker
+	ticket breaker.Ticket
+
+	// The commit, written by Pump first.
+	head    head
+	headers gatewayHeaders
+	held    [][]byte
+	hold    overload.Hold // the held frames against the buffer budget
+	// decisive is the decisive frame, nil when the gate committed on its
+	// timer; Pump writes it and lets go of it.
+	decisive *frameItem
+
+	idle idleTimer
+	// err is how the stream ended (nil: complete); done: Pump returned
+	// normally, ended: End ran.
+	err         *classify.HopError
+	done, ended bool
+}
+
+// Pump writes the commit of an open stream and passes its frames to the
+// client until the stream ends: complete, cut, or its client gone. The
+// caller's goroutine parks here, in the read of the next frame, for as
+// long as the upstream is silent, so Pump's own frame holds nothing but
+// the loop, and everything done per frame or once runs in calls of their
+// own (docs/performance.md, memory per idle stream).
+//
+//go:noinline
+func (s *Answer) Pump() {
+	if !s.open || s.done {
+		return
+	}
+	defer s.unwind()
+	if s.begin() {
+		s.done = true
+		return
+	}
+	for {
+		if s.c.rw.pending && !s.rd.Buffered() {
+			// Nothing more has arrived: the client gets what we have now.
+			if s.flush() {
+				break
+			}
+		}
+		f, err := s.rd.Next()
+		if s.step(&f, err) {
+			break
+		}
+	}
+	s.done = true
+}
+
+// begin writes the commit (status line, headers, held frames, the
+// decisive frame and a flush), arms the idle timer, stops the gate's
+// reader goroutine and passes on a frame it had read already. True when
+// that already ended the stream.
+//
+//go:noinline
+func (s *Answer) begin() bool {
+	s.c.rw.writeHead(s.head, &s.headers)
+	s.writeCommit()
+	s.idle.arm(s.a)
+	feed := s.feed
+	s.feed = nil // an open stream keeps no part of the reader goroutine
+	if feed.awaiting {
+		feed.handOver()
+		return false
+	}
+	return s.first(feed)
+}
+
+// writeCommit writes the held frames and the decisive one, and flushes:
+// a client already gone is seen by the first flush of the loop.
+func (s *Answer) writeCommit() {
+	c := s.c
+	held, decisive := s.held, s.decisive
+	s.held, s.decisive = nil, nil
+	defer s.hold.Release()
+	for _, f := range held {
+		if c.rw.write(f) != nil {
+			return
+		}
+	}
+	if decisive != nil {
+		s.a.note(decisive)
+		if len(decisive.raw) > 0 {
+			_ = c.rw.frame(decisive.raw)
+			return
+		}
+	}
+	_ = c.rw.flush()
+}
+
+// first passes on the frame the gate's reader was reading when the gate
+// committed on its timer; true when it ended the stream.
+//
+//go:noinline
+func (s *Answer) first(feed *frameFeed) bool {
+	<-feed.ready
+	it := feed.cur
+	feed.handOver()
+	if it.err == nil {
+		s.idle.reset()
+	}
+	err, end := s.a.afterCommit(&it)
+	s.err = err
+	return end
+}
+
+// flush sends what was written; true when the client is gone (the stream
+// ended).
+//
+//go:noinline
+func (s *Answer) flush() bool {
+	if s.c.rw.flush() != nil {
+		s.err = s.a.clientGone()
+		return true
+	}
+	return false
+}
+
+// step passes on what the last read returned (frame f or err); true when
+// the stream ended.
+//
+//go:noinline
+func (s *Answer) step(f *sse.Frame, err error) bool {
+	var it frameItem
+	readItem(&it, s.a.codec, f, err, &s.idle)
+	herr, end := s.a.afterCommit(&it)
+	s.err = herr
+	return end
+}
+
+// unwind releases the stream when Pump did not return normally (a panic
+// in it): the hop's context and response, the call's timer and context,
+// as the walk's deferred calls did before Start returned with the stream
+// open. End must not be called then.
+func (s *Answer) unwind() {
+	if s.done {
+		return
+	}
+	s.ended = true
+	s.idle.stop()
+	s.hold.Release()
+	if s.feed != nil {
+		s.feed.close(s.a.cancel, s.resp.Body)
+	}
+	_ = s.resp.Body.Close()
+	s.a.cancel(nil)
+	s.c.release()
+}
+
+// End finishes the request after Pump and returns its Result: for a
+// stream, the hop (its span, metrics, step, the resume or in-band error of
+// a cut stream, its breaker ticket); then the call (its span, the request
+// counter, the failover log).
+//
+//go:noinline
+func (s *Answer) End() Result {
+	if s.ended {
+		panic("dispatch: Answer.End called twice, or after a panic in Pump")
+	}
+	s.ended = true
+	c := s.c
+	defer c.release()
+	if s.open {
+		s.endStream()
+	}
+	return c.end(s.r)
+}
+
+// endStream ends the hop of a stream Pump passed on, as the walk ends a
+// hop: its response drained (complete) and closed, then its record and
+// its breaker ticket.
+func (s *Answer) endStream() {
+	c, a := s.c, s.a
+	s.idle.stop()
+	s.hold.Release()
+	if s.feed != nil {
+		s.feed.close(a.cancel, s.resp.Body) // Pump was not called
+	}
+	if s.err == nil {
+		drain(s.resp, a.cancel)
+	}
+	_ = s.resp.Body.Close()
+	a.cancel(nil)
+	err := a.finish(s.err)
+	c.recordBreaker(s.br, s.ticket, err)
+}
