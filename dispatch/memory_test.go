@@ -5,6 +5,10 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -85,5 +89,52 @@ func closeAll(resps []*http.Response) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			r.Body.Close()
 		}
+	}
+}
+
+// stackChild marks the child process of TestStreamStackStaysSmall.
+const stackChild = "HOPGATE_TEST_STACK_CHILD"
+
+// A streamed request never grows its goroutine's stack past 8 KiB, the
+// size the bare proxy's handler keeps: the walk returns before the stream
+// is passed on (Engine.Start), and the paths under it are kept shallow
+// enough (docs/performance.md, memory per idle stream). A stack that grew
+// to 16 KiB would be kept by every idle stream.
+//
+// The check is the runtime's own: debug.SetMaxStack makes a goroutine that
+// would grow past the limit crash the process, with the traceback of the
+// path that did. So the requests run in a child process, with the garbage
+// collector off (its sweeping and assists run on the allocating goroutine
+// and would make the depth depend on timing) and without the race
+// detector, whose instrumentation makes every frame larger: make test runs
+// this test in a build without it.
+func TestStreamStackStaysSmall(t *testing.T) {
+	if raceEnabled {
+		t.Skip("frame sizes under the race detector are not the shipped ones; make test runs this test without -race")
+	}
+	if os.Getenv(stackChild) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestStreamStackStaysSmall$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), stackChild+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !bytes.Contains(out, []byte("no goroutine grew past 8 KiB")) {
+			out = out[:min(len(out), 16<<10)] // the crashing goroutine comes first
+			t.Fatalf("a streamed request grew a goroutine's stack past 8 KiB (%v); the path that did:\n%s", err, out)
+		}
+		return
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	runtime.MemProfileRate = 0
+	up := &idleStreams{release: make(chan struct{})}
+	h := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"a": up}, Logger: quiet}, twoChannels("m", "m", ""), "b")
+	url := h.URL + "/v1/chat/completions"
+	warm := openIdle(t, h.Client, url, chat(true), 4) // first-use allocations, connection pools
+	old := debug.SetMaxStack(8 << 10)
+	open := openIdle(t, h.Client, url, chat(true), 4)
+	debug.SetMaxStack(old)
+	close(up.release)
+	closeAll(warm)
+	closeAll(open)
+	if !t.Failed() {
+		t.Log("no goroutine grew past 8 KiB")
 	}
 }

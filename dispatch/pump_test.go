@@ -1,0 +1,76 @@
+package dispatch
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/reqbody"
+)
+
+// panickyWriter panics on the first write of the answer's bytes.
+type panickyWriter struct{ *httptest.ResponseRecorder }
+
+func (p panickyWriter) Write([]byte) (int, error) { panic("a bug while writing the stream") }
+
+// A panic while an open stream is passed on (Pump) still releases what the
+// walk would have on its way out: the upstream request is cancelled and its
+// response closed, and the call's context ends. End must not run after it.
+func TestPumpPanicReleasesTheStream(t *testing.T) {
+	upstreamDone := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok\"}}]}\n\n"))
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // the gateway let go of the request
+		close(upstreamDone)
+	}))
+	defer up.Close()
+	cfg, err := config.Parse([]byte(`
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "`+up.URL+`/v1"}
+models:
+  - name: m
+    chain: [{channel: a, upstream_model: m}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	f, err := reqbody.Parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(Options{})
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	a := e.Start(panickyWriter{httptest.NewRecorder()}, r, &Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat,
+		Path: "/chat/completions", Body: body, Fields: f, Stream: true})
+	if !a.open {
+		t.Fatal("the stream was not committed")
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Pump did not pass the writer's panic on")
+			}
+		}()
+		a.Pump()
+	}()
+	select {
+	case <-upstreamDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream request is still open after the panic")
+	}
+	if a.c.ctx.Err() == nil {
+		t.Error("the call's context is still live after the panic")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("End after a panic in Pump did not refuse")
+		}
+	}()
+	a.End()
+}
