@@ -93,6 +93,8 @@ func TestQuickRun(t *testing.T) {
 	for _, section := range []string{"## Targets", "## Throughput", "## Latency", "## Time to first token",
 		"## Translating path", "| stream-50-frames | https/h2 |", "upstream over https/h1 (completion-1KB)", "TLS connections accepted",
 		"## Failover paths", "## Memory per idle stream", "## Trace export", "## Go micro-benchmarks",
+		"Over the bare proxy (the performance round's targets", "more RSS than the proxy per idle stream",
+		"`healthy_sample_ratio: 0.1` (completion-1KB)", "time to first token ≤ 300 µs over the proxy",
 		"What tracing costs", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy", "hopgate-sdkexport / proxy"} {
 		if !strings.Contains(string(b), section) {
 			t.Errorf("report lacks %q", section)

@@ -23,6 +23,16 @@ const (
 	targetIdleKiB         = 64   // KiB of RSS per idle committed stream
 )
 
+// Targets of the performance round (issue 23): hopgate over the bare
+// proxy, within one run.
+const (
+	targetSampledRatio     = 0.9  // healthy_sample_ratio 0.1, completions
+	targetExportedRatio    = 0.85 // every trace exported, completions and streams (TLS rows too)
+	targetOwnP50us         = 100  // µs over the proxy at the fixed rate, p50
+	targetOwnTTFTus        = 300  // µs over the proxy to the first token, p50
+	targetIdleOverProxyKiB = 8    // KiB of RSS per idle stream over the proxy's
+)
+
 func writeReport(path string, r *results) error {
 	var b strings.Builder
 	render(&b, r)
@@ -274,6 +284,57 @@ func (r *results) renderTargets(p printer, has func(string) bool) {
 	}
 	skipOK, skipText := r.skipVerdict()
 	p("| L1 skip: zero upstream round trips, as fast as the straight path | %s | %s |", skipText, verdict(skipOK))
+	p("")
+	r.renderOwnTargets(p)
+}
+
+// renderOwnTargets checks the performance round's targets: hopgate next to
+// the bare proxy rather than to the provider.
+func (r *results) renderOwnTargets(p printer) {
+	p("Over the bare proxy (the performance round's targets, issue 23):")
+	p("")
+	p("| target | measured | verdict |")
+	p("| --- | --- | --- |")
+	if mx := r.throughput[wlComplete.name]; mx != nil && len(mx.by["hopgate-"+tracingHealthy10]) > 0 {
+		v := ratio(mx, "hopgate-"+tracingHealthy10, "proxy", rpsOf)
+		p("| throughput ≥ %.2f× bare proxy, `healthy_sample_ratio: 0.1` (%s) | %s%s | %s |", targetSampledRatio, wlComplete.name,
+			fmtRatio(v), ratioRounds(mx, "hopgate-"+tracingHealthy10, "proxy", rpsOf), verdict(v >= targetSampledRatio))
+	}
+	for _, wl := range []workload{wlComplete, wlStream} {
+		if mx := r.throughput[wl.name]; mx != nil {
+			v := ratio(mx, "hopgate", "proxy", rpsOf)
+			p("| throughput ≥ %.2f× bare proxy, every trace exported (%s) | %s%s | %s |", targetExportedRatio, wl.name,
+				fmtRatio(v), ratioRounds(mx, "hopgate", "proxy", rpsOf), verdict(v >= targetExportedRatio))
+		}
+	}
+	for _, wl := range []workload{wlComplete, wlStream} {
+		mx := r.tlsThroughput[wl.name]
+		if mx == nil {
+			continue
+		}
+		for _, pr := range tlsProtocols {
+			v := ratio(mx, pr.hopgate, pr.proxy, rpsOf)
+			p("| throughput ≥ %.2f× bare proxy, every trace exported, upstream over %s (%s) | %s%s | %s |", targetExportedRatio, pr.label, wl.name,
+				fmtRatio(v), ratioRounds(mx, pr.hopgate, pr.proxy, rpsOf), verdict(v >= targetExportedRatio))
+		}
+	}
+	if lat := r.latency[wlComplete.name]; lat != nil {
+		a := added(lat, "hopgate", "proxy", p50us)
+		p("| hopgate's own p50 ≤ %d µs over the proxy at %d req/s (%s) | %s%s | %s |", targetOwnP50us, r.opts.rate, wlComplete.name,
+			fmtSignedUS(a), addedRounds(lat, "hopgate", "proxy", p50us), verdict(a <= targetOwnP50us))
+	}
+	if r.ttft != nil {
+		a := added(r.ttft, "hopgate", "proxy", p50us)
+		p("| time to first token ≤ %d µs over the proxy (p50) | %s%s | %s |", targetOwnTTFTus,
+			fmtSignedUS(a), addedRounds(r.ttft, "hopgate", "proxy", p50us), verdict(a <= targetOwnTTFTus))
+	}
+	hg, okh := r.idle["hopgate"]
+	px, okp := r.idle["proxy"]
+	if okh && okp {
+		d := hg.perStreamKiB - px.perStreamKiB
+		p("| ≤ %d KiB more RSS than the proxy per idle stream | %+.1f KiB (%.1f against %.1f) | %s |", targetIdleOverProxyKiB,
+			d, hg.perStreamKiB, px.perStreamKiB, verdict(hg.err == "" && px.err == "" && d <= targetIdleOverProxyKiB))
+	}
 	p("")
 }
 
