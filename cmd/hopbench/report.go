@@ -248,22 +248,9 @@ func (r *results) renderTargets(p printer, has func(string) bool) {
 	p("| target | measured | verdict |")
 	p("| --- | --- | --- |")
 	for _, wl := range []workload{wlComplete, wlStream} {
-		mx := r.throughput[wl.name]
-		v := ratio(mx, "hopgate", "proxy", rpsOf)
-		p("| throughput ≥ %.1f× bare proxy, tracing on (%s) | %s%s | %s |", targetThroughputRatio, wl.name,
-			fmtRatio(v), ratioRounds(mx, "hopgate", "proxy", rpsOf), verdict(v >= targetThroughputRatio))
+		throughputRow(p, r.throughput[wl.name], "hopgate", "proxy", targetThroughputRatio, "tracing on ("+wl.name+")")
 	}
-	for _, wl := range []workload{wlComplete, wlStream} {
-		mx := r.tlsThroughput[wl.name]
-		if mx == nil {
-			continue
-		}
-		for _, pr := range tlsProtocols {
-			v := ratio(mx, pr.hopgate, pr.proxy, rpsOf)
-			p("| throughput ≥ %.1f× bare proxy, tracing on, upstream over %s (%s) | %s%s | %s |", targetThroughputRatio, pr.label, wl.name,
-				fmtRatio(v), ratioRounds(mx, pr.hopgate, pr.proxy, rpsOf), verdict(v >= targetThroughputRatio))
-		}
-	}
+	r.tlsRows(p, targetThroughputRatio, "tracing on")
 	lat := r.latency[wlComplete.name]
 	a50, a99 := added(lat, "hopgate", "direct", p50us), added(lat, "hopgate", "direct", p99us)
 	p("| added latency p50 ≤ %d µs at %d req/s (%s) | %s%s | %s |", targetAddedP50us, r.opts.rate, wlComplete.name,
@@ -288,6 +275,27 @@ func (r *results) renderTargets(p printer, has func(string) bool) {
 	r.renderOwnTargets(p)
 }
 
+// throughputRow checks the throughput of target a over b against min.
+func throughputRow(p printer, mx *matrix, a, b string, min float64, what string) {
+	v := ratio(mx, a, b, rpsOf)
+	p("| throughput ≥ %s× bare proxy, %s | %s%s | %s |", strconv.FormatFloat(min, 'f', -1, 64), what,
+		fmtRatio(v), ratioRounds(mx, a, b, rpsOf), verdict(v >= min))
+}
+
+// tlsRows checks hopgate over the proxy with upstreams over TLS, for each
+// protocol and workload, against min.
+func (r *results) tlsRows(p printer, min float64, what string) {
+	for _, wl := range []workload{wlComplete, wlStream} {
+		mx := r.tlsThroughput[wl.name]
+		if mx == nil {
+			continue
+		}
+		for _, pr := range tlsProtocols {
+			throughputRow(p, mx, pr.hopgate, pr.proxy, min, what+", upstream over "+pr.label+" ("+wl.name+")")
+		}
+	}
+}
+
 // renderOwnTargets checks the performance round's targets: hopgate next to
 // the bare proxy rather than to the provider.
 func (r *results) renderOwnTargets(p printer) {
@@ -296,28 +304,14 @@ func (r *results) renderOwnTargets(p printer) {
 	p("| target | measured | verdict |")
 	p("| --- | --- | --- |")
 	if mx := r.throughput[wlComplete.name]; mx != nil && len(mx.by["hopgate-"+tracingHealthy10]) > 0 {
-		v := ratio(mx, "hopgate-"+tracingHealthy10, "proxy", rpsOf)
-		p("| throughput ≥ %.2f× bare proxy, `healthy_sample_ratio: 0.1` (%s) | %s%s | %s |", targetSampledRatio, wlComplete.name,
-			fmtRatio(v), ratioRounds(mx, "hopgate-"+tracingHealthy10, "proxy", rpsOf), verdict(v >= targetSampledRatio))
+		throughputRow(p, mx, "hopgate-"+tracingHealthy10, "proxy", targetSampledRatio, "`healthy_sample_ratio: 0.1` ("+wlComplete.name+")")
 	}
 	for _, wl := range []workload{wlComplete, wlStream} {
 		if mx := r.throughput[wl.name]; mx != nil {
-			v := ratio(mx, "hopgate", "proxy", rpsOf)
-			p("| throughput ≥ %.2f× bare proxy, every trace exported (%s) | %s%s | %s |", targetExportedRatio, wl.name,
-				fmtRatio(v), ratioRounds(mx, "hopgate", "proxy", rpsOf), verdict(v >= targetExportedRatio))
+			throughputRow(p, mx, "hopgate", "proxy", targetExportedRatio, "every trace exported ("+wl.name+")")
 		}
 	}
-	for _, wl := range []workload{wlComplete, wlStream} {
-		mx := r.tlsThroughput[wl.name]
-		if mx == nil {
-			continue
-		}
-		for _, pr := range tlsProtocols {
-			v := ratio(mx, pr.hopgate, pr.proxy, rpsOf)
-			p("| throughput ≥ %.2f× bare proxy, every trace exported, upstream over %s (%s) | %s%s | %s |", targetExportedRatio, pr.label, wl.name,
-				fmtRatio(v), ratioRounds(mx, pr.hopgate, pr.proxy, rpsOf), verdict(v >= targetExportedRatio))
-		}
-	}
+	r.tlsRows(p, targetExportedRatio, "every trace exported")
 	if lat := r.latency[wlComplete.name]; lat != nil {
 		a := added(lat, "hopgate", "proxy", p50us)
 		p("| hopgate's own p50 ≤ %d µs over the proxy at %d req/s (%s) | %s%s | %s |", targetOwnP50us, r.opts.rate, wlComplete.name,
