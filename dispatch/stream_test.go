@@ -539,3 +539,19 @@ func TestStreamOutcomeReachesBreaker(t *testing.T) {
 		t.Fatalf("b counted %d failures", n)
 	}
 }
+
+// TestIdleTimerStoppedAtStreamEnd: the stream's idle timer, armed when the
+// commit is written (Answer.Pump), is stopped when the stream ends,
+// complete or cut: no timer is left on the gateway's clock afterwards (an
+// armed one would keep the request's call and hop alive until it fired).
+func TestIdleTimerStoppedAtStreamEnd(t *testing.T) {
+	for _, model := range []string{"m", "m|cut=3"} {
+		h := gwtest.New(t, twoChannels(model, "m", "    policy: {stream_idle_timeout: 5m}\n"), "a", "b")
+		r := h.Post(chat(true))
+		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:ok" {
+			t.Fatalf("%s: status %d path %q", model, r.Status, r.Header.Get("X-Hopgate-Path"))
+		}
+		h.WantArmed(5*time.Minute, 30*time.Second, 240*time.Second) // the idle timer; the default gate and header timeouts
+		h.WaitNoTimers()
+	}
+}
