@@ -344,3 +344,22 @@ func TestCommittedStreamReleasesHeldFrames(t *testing.T) {
 	// Given back exactly once: a second release would take it below zero.
 	testkit.Eventually(t, func() bool { return budget.Used() == 0 }, "the budget back to zero")
 }
+
+// TestRefusalReleasesAdmission: a request refused at the front door (a
+// body that is not JSON, a model it does not name, a stream over a bad
+// body) gives back its admission slot, its open-stream slot and its
+// body's bytes (api's exchange.begin releases what it took on a refusal).
+func TestRefusalReleasesAdmission(t *testing.T) {
+	budget := overload.NewBudget(64 << 20)
+	adm := overload.NewAdmission(100, 10)
+	h := gwtest.NewWith(t, gwtest.Options{Budget: budget, Admission: adm}, twoChannels("m", "m", ""), "a", "b")
+	for _, body := range []string{`{"model":`, `{"stream":true,"messages":[]}`, `{"model":"nope","stream":true,"messages":[]}`} {
+		r, err := h.Call(context.Background(), "/v1/chat/completions", "application/json", []byte(body))
+		if err != nil || r.Status < 400 || r.Status >= 500 {
+			t.Fatalf("%s: %v status %+v", body, err, r)
+		}
+		testkit.Eventually(t, func() bool {
+			return budget.Used() == 0 && adm.InFlight() == 0 && adm.Streams() == 0
+		}, body+": budget and admission back to zero")
+	}
+}
