@@ -283,3 +283,83 @@ func (s *heldStream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	chunk(`{"content":"last"}`, `"stop"`)
 	_, _ = w.Write([]byte("data: [DONE]\n\n"))
 }
+
+// heldThenOpen answers a stream with n SSE comments (held by the gate),
+// then its first token, and stays open until released or cancelled.
+type heldThenOpen struct {
+	n       int
+	opened  chan struct{}
+	release chan struct{}
+}
+
+func (s *heldThenOpen) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	for i := 0; i < s.n; i++ {
+		_, _ = w.Write([]byte(": keep-alive\n\n"))
+	}
+	_, _ = w.Write([]byte(`data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"first "},"finish_reason":null}]}` + "\n\n"))
+	_ = http.NewResponseController(w).Flush()
+	s.opened <- struct{}{}
+	select {
+	case <-s.release:
+	case <-r.Context().Done():
+		return
+	}
+	_, _ = w.Write([]byte(`data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"last"},"finish_reason":"stop"}]}` + "\n\n" + "data: [DONE]\n\n"))
+}
+
+// TestCommittedStreamReleasesHeldFrames: the frames the gate held before
+// its decisive one count against the budget until the commit is written:
+// an open stream holds nothing of it, and once the stream ends the budget
+// is back to exactly zero (the hold is given back once, not by the gate
+// and again by the Answer that took it over).
+func TestCommittedStreamReleasesHeldFrames(t *testing.T) {
+	budget := overload.NewBudget(64 << 20)
+	up := &heldThenOpen{n: 8, opened: make(chan struct{}, 1), release: make(chan struct{})}
+	h := gwtest.NewWith(t, gwtest.Options{Budget: budget, Custom: map[string]http.Handler{"a": up}}, twoChannels("m", "m", ""), "b")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := h.Open(ctx, chat(true))
+	defer resp.Body.Close()
+	testkit.Recv(t, up.opened, "the stream")
+	rd := sse.NewReader(resp.Body, 0)
+	for {
+		f, err := rd.Next()
+		if err != nil {
+			t.Fatalf("before the first token: %v", err)
+		}
+		if strings.Contains(string(f.Data), "first") {
+			break
+		}
+	}
+	// The commit is out: neither its held frames nor the request body stay
+	// held while the stream is open.
+	testkit.Eventually(t, func() bool { return budget.Used() == 0 }, "an open stream holding nothing of the budget")
+	close(up.release)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+		t.Fatalf("the stream's end: %v %q", err, b)
+	}
+	// Given back exactly once: a second release would take it below zero.
+	testkit.Eventually(t, func() bool { return budget.Used() == 0 }, "the budget back to zero")
+}
+
+// TestRefusalReleasesAdmission: a request refused at the front door (a
+// body that is not JSON, a model it does not name, a stream over a bad
+// body) gives back its admission slot, its open-stream slot and its
+// body's bytes (api's exchange.begin releases what it took on a refusal).
+func TestRefusalReleasesAdmission(t *testing.T) {
+	budget := overload.NewBudget(64 << 20)
+	adm := overload.NewAdmission(100, 10)
+	h := gwtest.NewWith(t, gwtest.Options{Budget: budget, Admission: adm}, twoChannels("m", "m", ""), "a", "b")
+	for _, body := range []string{`{"model":`, `{"stream":true,"messages":[]}`, `{"model":"nope","stream":true,"messages":[]}`} {
+		r, err := h.Call(context.Background(), "/v1/chat/completions", "application/json", []byte(body))
+		if err != nil || r.Status < 400 || r.Status >= 500 {
+			t.Fatalf("%s: %v status %+v", body, err, r)
+		}
+		testkit.Eventually(t, func() bool {
+			return budget.Used() == 0 && adm.InFlight() == 0 && adm.Streams() == 0
+		}, body+": budget and admission back to zero")
+	}
+}

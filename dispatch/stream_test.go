@@ -513,3 +513,45 @@ func TestCommittedStreamHeaders(t *testing.T) {
 		t.Fatalf("buffered answer: %d X-Accel-Buffering %q", r.Status, r.Header.Get("X-Accel-Buffering"))
 	}
 }
+
+// TestStreamOutcomeReachesBreaker: the walk returns once a stream commits,
+// and the hop's breaker ticket waits for the stream's end (Answer.End): a
+// stream cut after commit counts against its channel's breaker, as a hop
+// of the walk does; a complete one counts nothing.
+func TestStreamOutcomeReachesBreaker(t *testing.T) {
+	failures := func(h *gwtest.Gateway, name string) int {
+		for _, br := range h.Engine.Breakers().All() {
+			if br.Name() == name {
+				return int(br.Snapshot().Failures)
+			}
+		}
+		return 0 // not asked yet
+	}
+	h := gwtest.New(t, twoChannels("m|cut=3", "m", ""), "a", "b")
+	for i := 1; i <= 2; i++ {
+		r := h.Post(chat(true))
+		if !strings.Contains(r.Body, "upstream_stream_interrupted") || r.Header.Get("X-Hopgate-Path") != "a:ok" {
+			t.Fatalf("path %q, no in-band interruption: %s", r.Header.Get("X-Hopgate-Path"), r.Body)
+		}
+		testkit.Eventually(t, func() bool { return failures(h, "a") == i }, fmt.Sprintf("%d cut streams counted against a's breaker", i))
+	}
+	if n := failures(h, "b"); n != 0 {
+		t.Fatalf("b counted %d failures", n)
+	}
+}
+
+// TestIdleTimerStoppedAtStreamEnd: the stream's idle timer, armed when the
+// commit is written (Answer.Pump), is stopped when the stream ends,
+// complete or cut: no timer is left on the gateway's clock afterwards (an
+// armed one would keep the request's call and hop alive until it fired).
+func TestIdleTimerStoppedAtStreamEnd(t *testing.T) {
+	for _, model := range []string{"m", "m|cut=3"} {
+		h := gwtest.New(t, twoChannels(model, "m", "    policy: {stream_idle_timeout: 5m}\n"), "a", "b")
+		r := h.Post(chat(true))
+		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "a:ok" {
+			t.Fatalf("%s: status %d path %q", model, r.Status, r.Header.Get("X-Hopgate-Path"))
+		}
+		h.WantArmed(5*time.Minute, 30*time.Second, 240*time.Second) // the idle timer; the default gate and header timeouts
+		h.WaitNoTimers()
+	}
+}
