@@ -180,8 +180,8 @@ func (s *Answer) unwind() {
 	s.c.release()
 }
 
-// End finishes the request after Pump and returns its Result: for a
-// stream, the hop (its span, metrics, step, the resume or in-band error of
+// End finishes the request after Pump (which it calls first if its
+// caller did not) and returns its Result: for a stream, the hop (its span, metrics, step, the resume or in-band error of
 // a cut stream, its breaker ticket); then the call (its span, the request
 // counter, the failover log).
 //
@@ -189,6 +189,9 @@ func (s *Answer) unwind() {
 func (s *Answer) End() Result {
 	if s.ended {
 		panic("dispatch: Answer.End called twice, or after a panic in Pump")
+	}
+	if s.open && !s.done {
+		s.Pump() // its caller did not: the stream is passed on here
 	}
 	s.ended = true
 	c := s.c

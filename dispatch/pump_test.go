@@ -3,6 +3,7 @@ package dispatch
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +74,38 @@ models:
 		}
 	}()
 	a.End()
+}
+
+// End on an open stream whose caller did not call Pump passes the stream
+// on first: the client gets the whole answer, and the Result says so.
+func TestEndWithoutPumpPassesTheStreamOn(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok\"}}]}\n\n"))
+		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	}))
+	defer up.Close()
+	cfg, err := config.Parse([]byte(`
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "`+up.URL+`/v1"}
+models:
+  - name: m
+    chain: [{channel: a, upstream_model: m}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	f, err := reqbody.Parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	a := New(Options{}).Start(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
+		&Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat, Path: "/chat/completions", Body: body, Fields: f, Stream: true})
+	res := a.End()
+	if res.Outcome != OutcomeOK || w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "tok") || !strings.HasSuffix(w.Body.String(), "data: [DONE]\n\n") {
+		t.Fatalf("outcome %q, status %d, body %q", res.Outcome, w.Code, w.Body)
+	}
 }

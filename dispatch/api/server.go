@@ -264,6 +264,12 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (req *
 	}
 	body, err := readBody(http.MaxBytesReader(w, r.Body, cfg.MaxBodyBytes), r.ContentLength, cfg.MaxBodyBytes)
 	_ = rc.SetReadDeadline(time.Time{})
+	if err == nil {
+		// Read to its end: closed now, so the answer's first write does
+		// not try to discard what is left of it (net/http does, under the
+		// first flush of a stream, the deepest point of its stack).
+		_ = r.Body.Close()
+	}
 	if extra := int64(cap(body)) - hold.Held(); err == nil && extra > 0 && !hold.Grow(extra) {
 		hold.Release()
 		s.shed(w, r, overload.ShedBudget)
