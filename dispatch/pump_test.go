@@ -5,10 +5,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/reqbody"
+	"github.com/hopgate/hopgate/internal/testkit"
 )
 
 // panickyWriter panics on the first write of the answer's bytes.
@@ -16,19 +16,15 @@ type panickyWriter struct{ *httptest.ResponseRecorder }
 
 func (p panickyWriter) Write([]byte) (int, error) { panic("a bug while writing the stream") }
 
-// A panic while an open stream is passed on (Pump) still releases what the
-// walk would have on its way out: the upstream request is cancelled and its
-// response closed, and the call's context ends. End must not run after it.
-func TestPumpPanicReleasesTheStream(t *testing.T) {
-	upstreamDone := make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok\"}}]}\n\n"))
-		http.NewResponseController(w).Flush()
-		<-r.Context().Done() // the gateway let go of the request
-		close(upstreamDone)
-	}))
-	defer up.Close()
+// contentFrame is a chat chunk the gate commits on.
+const contentFrame = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok\"}}]}\n\n"
+
+// startStream starts a streamed chat request to model m, whose one
+// channel is served by upstream, answered on w; Start has returned.
+func startStream(t *testing.T, w http.ResponseWriter, upstream http.HandlerFunc) *Answer {
+	t.Helper()
+	up := httptest.NewServer(upstream)
+	t.Cleanup(up.Close)
 	cfg, err := config.Parse([]byte(`
 auth: {mode: none}
 channels:
@@ -45,10 +41,22 @@ models:
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New(Options{})
-	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-	a := e.Start(panickyWriter{httptest.NewRecorder()}, r, &Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat,
-		Path: "/chat/completions", Body: body, Fields: f, Stream: true})
+	return New(Options{}).Start(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
+		&Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat, Path: "/chat/completions", Body: body, Fields: f, Stream: true})
+}
+
+// A panic while an open stream is passed on (Pump) still releases what the
+// walk would have on its way out: the upstream request is cancelled and its
+// response closed, and the call's context ends. End must not run after it.
+func TestPumpPanicReleasesTheStream(t *testing.T) {
+	upstreamDone := make(chan struct{})
+	a := startStream(t, panickyWriter{httptest.NewRecorder()}, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte(contentFrame))
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // the gateway let go of the request
+		close(upstreamDone)
+	})
 	if !a.open {
 		t.Fatal("the stream was not committed")
 	}
@@ -60,11 +68,7 @@ models:
 		}()
 		a.Pump()
 	}()
-	select {
-	case <-upstreamDone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the upstream request is still open after the panic")
-	}
+	testkit.Recv(t, upstreamDone, "the upstream request's end after the panic")
 	if a.c.ctx.Err() == nil {
 		t.Error("the call's context is still live after the panic")
 	}
@@ -79,31 +83,12 @@ models:
 // End on an open stream whose caller did not call Pump passes the stream
 // on first: the client gets the whole answer, and the Result says so.
 func TestEndWithoutPumpPassesTheStreamOn(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok\"}}]}\n\n"))
-		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
-	}))
-	defer up.Close()
-	cfg, err := config.Parse([]byte(`
-auth: {mode: none}
-channels:
-  - {id: a, base_url: "`+up.URL+`/v1"}
-models:
-  - name: m
-    chain: [{channel: a, upstream_model: m}]
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-	f, err := reqbody.Parse(body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := httptest.NewRecorder()
-	a := New(Options{}).Start(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
-		&Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat, Path: "/chat/completions", Body: body, Fields: f, Stream: true})
+	a := startStream(t, w, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte(contentFrame))
+		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	})
 	res := a.End()
 	if res.Outcome != OutcomeOK || w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "tok") || !strings.HasSuffix(w.Body.String(), "data: [DONE]\n\n") {
 		t.Fatalf("outcome %q, status %d, body %q", res.Outcome, w.Code, w.Body)
