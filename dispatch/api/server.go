@@ -127,16 +127,16 @@ func reply(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 // proxy stays a small stack frame on purpose: a committed stream is passed
 // on from here (dispatch.Answer.Pump) and parks the goroutine for minutes,
 // and the runtime only shrinks a goroutine stack whose live part is under
-// a quarter of it. The checks (begin), the walk (start) and the end of the
-// request (finish: its Result, settlement and log line) are calls of their
-// own so their locals are not part of this frame.
+// a quarter of it. The checks (begin), the walk (Engine.Start) and the end
+// of the request (finish: its Result, settlement and log line) are calls of
+// their own so their locals are not part of this frame.
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, rt *route) {
 	x := s.begin(w, r, rt)
 	if x == nil {
 		return
 	}
 	defer x.release()
-	a := x.start(w, r)
+	a := s.engine.Start(w, r, x.req)
 	a.Pump()
 	x.finish(r, a)
 }
@@ -194,13 +194,6 @@ func (x *exchange) release() {
 		x.req.BodyHold.Release()
 	}
 	x.s.adm.Leave()
-}
-
-// start walks the chain: the answer, or a committed stream to pass on.
-//
-//go:noinline
-func (x *exchange) start(w http.ResponseWriter, r *http.Request) *dispatch.Answer {
-	return x.s.engine.Start(w, r, x.req)
 }
 
 // finish ends the answer, settles the reservation, counts the request for
