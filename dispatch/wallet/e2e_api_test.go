@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/internal/money"
 	"github.com/hopgate/hopgate/internal/store"
 	"github.com/hopgate/hopgate/telemetry"
@@ -350,5 +351,36 @@ func TestMessagesEndpointCharges(t *testing.T) {
 	led, _ := e.st.Ledger(ctx, "acme", 1)
 	if row := led[0]; row.Kind != store.KindCharge || row.Estimated || row.OutputTokens != 8 || row.AmountMicros != -listPrice.Cost(row.InputTokens, 8) {
 		t.Fatalf("charge %+v", row)
+	}
+}
+
+// panicTransport panics instead of sending a hop: a bug in the request path.
+type panicTransport struct{}
+
+func (panicTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	panic("a bug in the request path")
+}
+
+// Why: a panic in the request path after the reservation (net/http
+// recovers it and breaks the connection) releases the hold and charges
+// nothing: what was delivered is unknown.
+func TestPanicReleasesTheHold(t *testing.T) {
+	e := newE2E(t, "sqlite")
+	ctx := context.Background()
+	if _, err := e.st.CreateTenant(ctx, "acme", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.TopUp(ctx, "acme", 1_000_000, "test"); err != nil {
+		t.Fatal(err)
+	}
+	g := e.startWith(e.configYAML("ok", "ok", ""), t0, func(o *gateway.Options) { o.Transport = panicTransport{} })
+	req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr()+"/v1/chat/completions", strings.NewReader(chatBody(false, 10)))
+	req.Header.Set("Authorization", "Bearer "+acmeKey)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a panicking request answered %d", resp.StatusCode)
+	}
+	if tn := e.tenant(); tn.BalanceMicros != 1_000_000 || tn.ReservedMicros != 0 {
+		t.Fatalf("wallet after the panic %+v, want the hold released and nothing charged", tn)
 	}
 }

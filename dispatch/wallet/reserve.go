@@ -154,17 +154,14 @@ func (r *Reservation) Finish(ctx context.Context, o Outcome) int64 {
 	return r.w.settle(ctx, r, Charged(o, r.req.Sizing.BodyBytes))
 }
 
-// Guard is deferred right after Reserve: when the handler panics, or ends
-// without Finish, the hold is released (a panic never charges: what was
-// delivered is unknown) and the panic goes on.
+// Guard runs deferred once Reserve succeeded (directly, or from the
+// caller's deferred cleanup): when the handler panicked, or ended without
+// Finish, the hold is released (a panic never charges: what was delivered
+// is unknown). It does not recover: a panic goes on.
 func (r *Reservation) Guard() {
-	v := recover()
 	if r.done.CompareAndSwap(false, true) {
 		r.w.release(context.Background(), r)
 		r.w.untrack(r)
-	}
-	if v != nil {
-		panic(v)
 	}
 }
 
