@@ -69,4 +69,16 @@
 // otelhttp's transport span ends at body close with an HTTP view of the
 // exchange; stacking it under ours would double every hop in the trace and
 // still not know the gate's decision.
+//
+// # Why the healthy ratio is not the SDK's sampler
+//
+// healthy_sample_ratio keeps a healthy trace by the arithmetic of the
+// SDK's TraceIDRatioBased sampler (sampling.go, healthyRatio), computed
+// here rather than by calling it: ShouldSample takes a SamplingParameters
+// and reads a parent context, two 328-byte stack frames under the
+// exemplar filter of every metric the request path records. Those frames
+// were on the deepest path a streamed request took before it parked
+// (debug.SetMaxStack, docs/performance.md), and a stack grown to 16 KiB
+// there is kept by every idle stream. TestHealthyRatioMatchesSDK holds the
+// two to the same decisions.
 package telemetry
