@@ -1,9 +1,11 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hopgate/hopgate/internal/otlpwire"
 )
 
 // recordedRequest plays one request through tel's recorder the way the
@@ -314,3 +318,60 @@ func setupTest(tb testing.TB, o Options) *Telemetry {
 	tb.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	return tel
 }
+
+// Why: otlpwire's encoder reads a kept record's attributes through
+// AppendAttributes, into a buffer of its own, so that exporting a trace
+// allocates no attribute slice. The bytes must be those of the same spans
+// read through Attributes, and the views must not have built a slice.
+func TestRecordAttributesAppendedForExport(t *testing.T) {
+	exp := &keepExporter{}
+	tel := setupTest(t, Options{HealthyRatio: 1, SpanExporter: exp})
+	healthy, _ := recordedRequest(tel, false)
+	recordedRequest(tel, true) // interesting: the trace ring reads its attributes
+	if err := tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var views []sdktrace.ReadOnlySpan
+	for _, s := range exp.spans {
+		if _, ok := s.(*exportView); ok {
+			views = append(views, s)
+		}
+	}
+	if len(views) != 6 {
+		t.Fatalf("%d compact spans exported, want 6 (two of dispatch, hop, await headers)", len(views))
+	}
+	var e otlpwire.Encoder
+	got := e.Append(nil, views)
+	for _, s := range views {
+		if v := s.(*exportView); v.sc.TraceID() == healthy && v.attrs != nil {
+			t.Errorf("span %q built its own attributes for the encoder", v.name)
+		}
+	}
+	// The same spans without AppendAttributes: read through Attributes.
+	plain := make([]sdktrace.ReadOnlySpan, len(views))
+	for i, s := range views {
+		plain[i] = struct{ sdktrace.ReadOnlySpan }{s}
+	}
+	want := e.Append(nil, plain)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("encodings differ: %d bytes appended, %d through Attributes", len(got), len(want))
+	}
+	if !bytes.Contains(got, []byte(AttrChannel)) || !bytes.Contains(got, []byte("a:400")) {
+		t.Fatal("the encoding lacks the hop's channel or the failover path")
+	}
+}
+
+// keepExporter keeps the spans it is handed, as they are.
+type keepExporter struct {
+	mu    sync.Mutex
+	spans []sdktrace.ReadOnlySpan
+}
+
+func (k *keepExporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.spans = append(k.spans, spans...)
+	return nil
+}
+
+func (*keepExporter) Shutdown(context.Context) error { return nil }

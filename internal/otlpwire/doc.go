@@ -12,7 +12,9 @@
 //     a reused buffer: the sizes of nested messages are computed first, so
 //     nothing is built twice and nothing is allocated per span.
 //     TestMatchesSDK holds the bytes to the SDK's own conversion of the
-//     same spans.
+//     same spans. A span that implements AttributeAppender (telemetry's
+//     compact spans) appends its attributes into the Encoder's reused
+//     buffer instead of allocating a slice for Attributes.
 //   - Exporter is the sdktrace.SpanExporter around it: one POST per batch,
 //     gzip on request, the OTLP specification's retry rules, partial
 //     success reported, nothing sent after Shutdown.

@@ -86,6 +86,33 @@ type Encoder struct {
 	sizes  []int // per span of the current call
 	groups []group
 	memo   []memoEntry
+	// The attributes of the current call's AttributeAppender spans, and
+	// where each span's are (start offset, end offset; -1: the span's own
+	// Attributes()).
+	attrs []attribute.KeyValue
+	spans [][2]int
+}
+
+// AttributeAppender is a span that can append its attributes to a
+// caller's slice rather than return one it keeps (telemetry's compact
+// spans build theirs from typed fields): the Encoder then reads them
+// into a buffer it reuses from call to call, and exporting the span
+// allocates no attribute slice. What it appends must be what its
+// Attributes method returns.
+type AttributeAppender interface {
+	AppendAttributes([]attribute.KeyValue) []attribute.KeyValue
+}
+
+// maxAttrsKept bounds the attribute buffer an Encoder keeps between calls
+// (a batch of 512 of hopgate's spans holds about 6 000).
+const maxAttrsKept = 1 << 15
+
+// attributes returns the attributes of span i (s) of the current call.
+func (e *Encoder) attributes(i int, s sdktrace.ReadOnlySpan) []attribute.KeyValue {
+	if r := e.spans[i]; r[0] >= 0 {
+		return e.attrs[r[0]:r[1]:r[1]]
+	}
+	return s.Attributes()
 }
 
 // group is one (resource, scope) pair of a call, in order of first
@@ -176,14 +203,27 @@ func (e *Encoder) reset() {
 	}
 	e.groups = e.groups[:0]
 	e.sizes = e.sizes[:0]
+	e.spans = e.spans[:0]
+	clear(e.attrs) // they hold the spans' strings
+	if cap(e.attrs) > maxAttrsKept {
+		e.attrs = nil
+	}
+	e.attrs = e.attrs[:0]
 }
 
 // group sorts spans into groups and sizes every span and group.
 func (e *Encoder) group(spans []sdktrace.ReadOnlySpan) {
 	for i, s := range spans {
+		r := [2]int{-1, -1}
+		if a, ok := s.(AttributeAppender); ok {
+			r[0] = len(e.attrs)
+			e.attrs = a.AppendAttributes(e.attrs)
+			r[1] = len(e.attrs)
+		}
+		e.spans = append(e.spans, r)
 		size := 0
 		if s != nil {
-			size = spanSize(s)
+			size = spanSize(s, e.attributes(i, s))
 		}
 		e.sizes = append(e.sizes, size)
 		if s == nil {
@@ -230,7 +270,7 @@ func (e *Encoder) appendScopeSpans(b []byte, g *group, spans []sdktrace.ReadOnly
 	}
 	for _, i := range g.spans {
 		b = appendLen(b, fScopeSpansSpans, e.sizes[i])
-		b = appendSpan(b, spans[i])
+		b = appendSpan(b, spans[i], e.attributes(i, spans[i]))
 	}
 	return appendString(b, fScopeSpansSchemaURL, g.scope.SchemaURL)
 }
@@ -281,8 +321,9 @@ func (e *Encoder) remember(m memoEntry) {
 	e.memo = append(e.memo, m)
 }
 
-// spanSize is the size of the Span message body of s.
-func spanSize(s sdktrace.ReadOnlySpan) int {
+// spanSize is the size of the Span message body of s, whose attributes
+// are attrs.
+func spanSize(s sdktrace.ReadOnlySpan, attrs []attribute.KeyValue) int {
 	sc := s.SpanContext()
 	n := 18 + 10 // trace_id and span_id: tag, length, 16 and 8 bytes
 	if ts := sc.TraceState(); ts.Len() > 0 {
@@ -295,7 +336,7 @@ func spanSize(s sdktrace.ReadOnlySpan) int {
 	n += varintField(fSpanKind, uint64(spanKind(s.SpanKind())))
 	n += fixed64Field(fSpanStart, unixNano(s.StartTime().UnixNano()))
 	n += fixed64Field(fSpanEnd, unixNano(s.EndTime().UnixNano()))
-	for _, kv := range s.Attributes() {
+	for _, kv := range attrs {
 		n += lenField(fSpanAttributes, keyValueSize(kv))
 	}
 	n += varintField(fSpanDroppedAttrs, uint64(clampUint32(s.DroppedAttributes())))
@@ -312,7 +353,7 @@ func spanSize(s sdktrace.ReadOnlySpan) int {
 	return n
 }
 
-func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
+func appendSpan(b []byte, s sdktrace.ReadOnlySpan, attrs []attribute.KeyValue) []byte {
 	sc := s.SpanContext()
 	tid, sid := sc.TraceID(), sc.SpanID()
 	b = appendBytes(b, fSpanTraceID, tid[:])
@@ -328,7 +369,7 @@ func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
 	b = appendVarint(b, fSpanKind, uint64(spanKind(s.SpanKind())))
 	b = appendFixed64(b, fSpanStart, unixNano(s.StartTime().UnixNano()))
 	b = appendFixed64(b, fSpanEnd, unixNano(s.EndTime().UnixNano()))
-	for _, kv := range s.Attributes() {
+	for _, kv := range attrs {
 		b = appendKeyValue(b, fSpanAttributes, kv)
 	}
 	b = appendVarint(b, fSpanDroppedAttrs, uint64(clampUint32(s.DroppedAttributes())))

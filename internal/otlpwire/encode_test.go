@@ -226,6 +226,57 @@ func TestMatchesSDK(t *testing.T) {
 	requireSame(t, &e, []sdktrace.ReadOnlySpan{stub.Snapshot()})
 }
 
+// Why: spans that append their attributes (telemetry's compact spans)
+// are read through AppendAttributes, not Attributes, and encode as the
+// SDK would encode them, next to spans that do not, in the same call and
+// in the calls after it (the buffer is reused).
+func TestAttributeAppender(t *testing.T) {
+	res := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0",
+		attribute.String("service.name", "hopgate"))
+	var e Encoder
+	for range 2 {
+		spans := gatewaySpans(res)
+		mixed := make([]sdktrace.ReadOnlySpan, len(spans))
+		var appenders []*appenderSpan
+		for i, s := range spans {
+			mixed[i] = s
+			if i%2 == 0 {
+				a := &appenderSpan{ReadOnlySpan: s}
+				appenders = append(appenders, a)
+				mixed[i] = a
+			}
+		}
+		got := ourRequest(t, &e, mixed)
+		if want := sdkRequest(t, spans); !proto.Equal(want, got) {
+			t.Fatalf("encodings differ\nSDK: %v\nours: %v", want, got)
+		}
+		for _, a := range appenders {
+			// ourRequest appends twice: once each.
+			if a.appended != 2 || a.read != 0 {
+				t.Fatalf("span %q: AppendAttributes called %d times, Attributes %d; want twice and never",
+					a.Name(), a.appended, a.read)
+			}
+		}
+	}
+}
+
+// appenderSpan is a span that can append its attributes, and counts how
+// they were read.
+type appenderSpan struct {
+	sdktrace.ReadOnlySpan
+	appended, read int
+}
+
+func (a *appenderSpan) Attributes() []attribute.KeyValue {
+	a.read++
+	return a.ReadOnlySpan.Attributes()
+}
+
+func (a *appenderSpan) AppendAttributes(kv []attribute.KeyValue) []attribute.KeyValue {
+	a.appended++
+	return append(kv, a.ReadOnlySpan.Attributes()...)
+}
+
 // Why: protobuf strings must be UTF-8, and a receiver rejects the whole
 // request over one bad string (the SDK's marshal failed the whole batch).
 // Invalid sequences become U+FFFD, everything else is unchanged.
