@@ -77,8 +77,9 @@ type attempt struct {
 }
 
 // newAttempt counts one attempt on entry's channel and starts its span.
-// parent is the walk's context (the call's), or the client's for a
-// continuation, which the chain deadline must not end.
+// Its context is the call's (the client's and the dispatch span), and the
+// call's deadline and end cancel it (walkStop); a continuation's is the
+// client's, which the chain deadline must not end.
 func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode string) *attempt {
 	a := &attempt{c: c, m: m, entry: entry, ch: entry.Channel, try: try, mode: mode}
 	a.up, a.upErr = c.e.upstreamFor(a.ch)
@@ -87,6 +88,9 @@ func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode str
 		parent = c.span.Context(c.clientCtx)
 	}
 	ctx, cancel := context.WithCancelCause(parent)
+	if mode == "" {
+		c.stop.watch(cancel) // the chain deadline and the call's end reach it
+	}
 	hs := telemetry.HopStart{
 		Operation: operationName(c.req.Operation), Provider: provider.GenAIName(a.ch.Provider), RequestModel: entry.UpstreamModel,
 		Channel: a.ch.ID, ChannelRegion: a.ch.Region, Index: c.attempts, Retry: try,

@@ -378,3 +378,27 @@ func TestStreamRequestErrorBodies(t *testing.T) {
 		})
 	}
 }
+
+// TestChainDeadlineEndsBackoff: the chain deadline also ends the wait
+// before a same-channel retry: the degraded reply comes at the deadline,
+// not when the Retry-After the walk was waiting out is over, and the
+// channel is not asked again.
+func TestChainDeadlineEndsBackoff(t *testing.T) {
+	cfg := strings.Replace(twoChannels("m|429:ra=4-once", "m", "    policy: {chain_deadline: 2s}\n"),
+		"api_key_env: CHANNEL_KEY, region: r-a}", "api_key_env: CHANNEL_KEY, region: r-a, retries: 1}", 1)
+	h := gwtest.New(t, cfg, "a", "b")
+	done := h.Async(chat(false))
+	h.WaitSpanEnd(telemetry.SpanAwaitHeaders, 1) // a's 429 arrived
+	h.WaitTimers(2)                              // the chain deadline and the backoff
+	h.Clock.Advance(2 * time.Second)
+	r := testkit.Recv(t, done, "the reply")
+	if r.Status != 503 || !strings.Contains(r.Body, `"code":"engine_overloaded"`) {
+		t.Fatalf("%d: %s", r.Status, r.Body)
+	}
+	if p, a := r.Header.Get("X-Hopgate-Path"), r.Header.Get("X-Hopgate-Attempts"); p != "a:429" || a != "1" {
+		t.Fatalf("path %q attempts %s", p, a)
+	}
+	if n := h.Attempts("a", "m|429:ra=4-once") + h.Attempts("b", "m"); n != 1 {
+		t.Fatalf("%d upstream attempts, want a's one", n)
+	}
+}

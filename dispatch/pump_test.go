@@ -69,8 +69,8 @@ func TestPumpPanicReleasesTheStream(t *testing.T) {
 		a.Pump()
 	}()
 	testkit.Recv(t, upstreamDone, "the upstream request's end after the panic")
-	if a.c.ctx.Err() == nil {
-		t.Error("the call's context is still live after the panic")
+	if a.c.stop.err() == nil {
+		t.Error("the call is still live after the panic")
 	}
 	defer func() {
 		if recover() == nil {
