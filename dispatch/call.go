@@ -162,12 +162,17 @@ type walkStop struct {
 	hop    context.CancelCauseFunc // the running hop's (or backoff's)
 }
 
-// cancel stops the walk with cause (the first cause stays) and cancels
-// the running hop's context with it. Safe from any goroutine (the chain
-// deadline's timer).
+// cancel stops the walk with cause and cancels the running hop's context
+// with it. The first cause stays, and a client that left first is that
+// cause: a deadline after it is a canceled request, not a timed-out one,
+// as when the call's context was a child of the client's. Safe from any
+// goroutine (the chain deadline's timer).
 func (s *walkStop) cancel(cause error) {
 	s.mu.Lock()
 	if s.cause == nil {
+		if s.client.Err() != nil {
+			cause = context.Cause(s.client)
+		}
 		s.cause = cause
 	}
 	cause = s.cause
