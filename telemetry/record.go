@@ -341,7 +341,7 @@ func (v *exportView) Attributes() []attribute.KeyValue {
 	v.attrsOnce.Do(func() {
 		if n := v.sp.maxAttrs(); n > 0 {
 			if a := v.sp.appendAttrs(make([]attribute.KeyValue, 0, n)); len(a) > 0 {
-				v.attrs = a
+				v.attrs = a[:len(a):len(a)] // a reader's append copies
 			}
 		}
 	})

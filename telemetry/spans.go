@@ -304,16 +304,19 @@ type CallEnd struct {
 func (c CallSpan) End(ctx context.Context, e *CallEnd) {
 	if sp := c.sp; sp != nil {
 		r := sp.rec
+		if r.sent {
+			// Ended before: the record is the exporters' now, read
+			// from their goroutines, and must not change.
+			return
+		}
 		r.call = *e
 		if callFailed(e.Outcome) {
 			sp.fail(e.Outcome)
 		}
 		sp.finish()
 		endServer(ctx, e)
-		if !r.sent {
-			r.sent = true
-			r.s.sink.endRecord(r)
-		}
+		r.sent = true
+		r.s.sink.endRecord(r)
 		return
 	}
 	var a [7]attribute.KeyValue

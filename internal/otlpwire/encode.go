@@ -148,8 +148,8 @@ const maxMemo = 16
 // conversion of the same spans (TestMatchesSDK), except that a link's
 // trace_state is kept (the SDK drops it).
 func (e *Encoder) Append(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
+	defer e.reset() // also after a panic in a span's methods
 	e.group(spans)
-	defer e.reset()
 	// Resources in order of first appearance; each with its scopes.
 	for i := range e.groups {
 		g := &e.groups[i]

@@ -234,13 +234,16 @@ func TestAttributeAppender(t *testing.T) {
 	res := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0",
 		attribute.String("service.name", "hopgate"))
 	var e Encoder
-	for range 2 {
+	for round := range 3 {
 		spans := gatewaySpans(res)
+		if round == 2 {
+			spans = healthySpans(res) // fewer: stale ranges would show
+		}
 		mixed := make([]sdktrace.ReadOnlySpan, len(spans))
 		var appenders []*appenderSpan
 		for i, s := range spans {
 			mixed[i] = s
-			if i%2 == 0 {
+			if i%2 == round%2 {
 				a := &appenderSpan{ReadOnlySpan: s}
 				appenders = append(appenders, a)
 				mixed[i] = a
