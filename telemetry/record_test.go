@@ -375,3 +375,35 @@ func (k *keepExporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlyS
 }
 
 func (*keepExporter) Shutdown(context.Context) error { return nil }
+
+// Why: once CallSpan.End hands the record on, exporters read it from
+// their own goroutines, lazily; a second End must change nothing (as a
+// second End of an SDK span does nothing): the exported dispatch span
+// keeps the first End's outcome and path, once.
+func TestCallEndTwiceKeepsTheFirst(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tel := setupTest(t, Options{HealthyRatio: 1, SpanExporter: exp})
+	ctx, server := tel.Tracer.Start(context.Background(), SpanServer, trace.WithSpanKind(trace.SpanKindServer))
+	_, call := tel.Spans.StartCall(ctx, "m")
+	call.End(ctx, &CallEnd{Model: "m", Chain: "a", Outcome: OutcomeOK, Path: "a:ok", ServedModel: "m"})
+	call.End(ctx, &CallEnd{Model: "m", Chain: "a", Outcome: OutcomeExhausted, Path: "a:503"})
+	server.End()
+	if err := tel.TracerProvider.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range exp.GetSpans() {
+		if s.Name != SpanDispatch+" m" {
+			continue
+		}
+		for _, kv := range s.Attributes {
+			if kv.Key == AttrOutcome || kv.Key == AttrFailoverPath {
+				got = append(got, string(kv.Key)+"="+kv.Value.Emit())
+			}
+		}
+	}
+	slices.Sort(got)
+	if want := []string{AttrFailoverPath + "=a:ok", AttrOutcome + "=" + OutcomeOK}; !slices.Equal(got, want) {
+		t.Fatalf("exported dispatch span(s) say %q, want %q: the first End's, once", got, want)
+	}
+}
