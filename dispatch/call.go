@@ -561,9 +561,9 @@ func (c *call) okOutcome() string {
 }
 
 // lostCommit: the chain deadline fired while a hop was about to commit. Its
-// timer claimed the reply but may not have cancelled the request context
-// yet; cancel it here (same cause), so the walk stops at once and finish
-// answers with the deadline reply.
+// timer claimed the reply but may not have stopped the walk yet; stop it
+// here (same cause), so the walk ends at once and finish answers with the
+// deadline reply.
 func (c *call) lostCommit() *classify.HopError {
 	c.stop.cancel(errChainDeadline)
 	return &classify.HopError{Kind: classify.KindDeadline, Cause: errChainDeadline}

@@ -162,9 +162,9 @@ func (s *Answer) step(f *sse.Frame, err error) bool {
 }
 
 // unwind releases the stream when Pump did not return normally (a panic
-// in it): the hop's context and response, the call's timer and context,
-// as the walk's deferred calls did before Start returned with the stream
-// open. End must not be called then.
+// in it): the hop's context and response, the call's timer and its walk's
+// stop, as the walk's deferred calls did before Start returned with the
+// stream open. End must not be called then.
 func (s *Answer) unwind() {
 	if s.done {
 		return
@@ -181,9 +181,10 @@ func (s *Answer) unwind() {
 }
 
 // End finishes the request after Pump (which it calls first if its
-// caller did not) and returns its Result: for a stream, the hop (its span, metrics, step, the resume or in-band error of
-// a cut stream, its breaker ticket); then the call (its span, the request
-// counter, the failover log).
+// caller did not) and returns its Result: for a stream, the hop (its
+// span, metrics, step, the resume or in-band error of a cut stream, its
+// breaker ticket); then the call (its span, the request counter, the
+// failover log).
 //
 //go:noinline
 func (s *Answer) End() Result {
@@ -202,16 +203,13 @@ func (s *Answer) End() Result {
 	return c.end(s.r)
 }
 
-// endStream ends the hop of a stream Pump passed on, as the walk ends a
-// hop: its response drained (complete) and closed, then its record and
-// its breaker ticket.
+// endStream ends the hop of a stream Pump passed on (its reader goroutine
+// is gone by then), as the walk ends a hop: its response drained
+// (complete) and closed, then its record and its breaker ticket.
 func (s *Answer) endStream() {
 	c, a := s.c, s.a
 	s.idle.stop()
 	s.hold.Release()
-	if s.feed != nil {
-		s.feed.close(a.cancel, s.resp.Body) // Pump was not called
-	}
 	if s.err == nil {
 		drain(s.resp, a.cancel)
 	}

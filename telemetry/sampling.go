@@ -213,10 +213,10 @@ func newFailoverProcessor(next sdktrace.SpanProcessor, healthyRatio float64, clo
 // or more keeps all, 0 or less none), so a head ratio and a healthy ratio
 // compose (TestHealthyRatioMatchesSDK holds the two to the same decisions).
 // Not the SDK sampler itself: its ShouldSample takes a SamplingParameters
-// and reads a parent context, 330 bytes of stack in the exemplar filter
-// under every metric the request path records, which counted towards the
-// depth an open stream's goroutine reaches (docs/performance.md, memory
-// per idle stream).
+// and reads a parent context, two 328-byte stack frames in the exemplar
+// filter under every metric the request path records, which counted
+// towards the depth an open stream's goroutine reaches
+// (docs/performance.md, memory per idle stream).
 type healthyRatio struct {
 	all   bool
 	bound uint64
