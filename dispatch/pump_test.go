@@ -47,7 +47,7 @@ models:
 
 // A panic while an open stream is passed on (Pump) still releases what the
 // walk would have on its way out: the upstream request is cancelled and its
-// response closed, and the call's context ends. End must not run after it.
+// response closed, and the call stops. End must not run after it.
 func TestPumpPanicReleasesTheStream(t *testing.T) {
 	upstreamDone := make(chan struct{})
 	a := startStream(t, panickyWriter{httptest.NewRecorder()}, func(w http.ResponseWriter, r *http.Request) {
