@@ -391,6 +391,9 @@ func (a *attempt) finish(err *classify.HopError) *classify.HopError {
 	if err != nil && err.Kind == classify.KindCut && !a.c.rw.aborted {
 		a.c.afterCut(a.m, a.entry, a.why)
 	}
+	if err != nil && err.Kind == classify.KindShutdown {
+		a.c.rw.interrupt(shutdownFrame(a.c.req, a.c.requestID))
+	}
 	return err
 }
 
@@ -401,7 +404,7 @@ func (c *call) over() bool { return c.rw.written || c.ans.open }
 // afterCut continues a committed stream that was cut, or ends it with the
 // in-band error frame: a rejected continuation never masks the failure.
 func (c *call) afterCut(m *config.Model, entry config.Entry, why string) {
-	if m.Policy.MidStream == config.MidStreamResume && !c.rw.toolCalls && c.resume(m, entry) {
+	if m.Policy.MidStream == config.MidStreamResume && !c.rw.toolCalls && !c.e.streams.isClosing() && c.resume(m, entry) {
 		c.rw.outcome = OutcomeFailoverOK
 		return
 	}

@@ -97,6 +97,8 @@ type Engine struct {
 	upstreams  sync.Map // *config.Channel -> *upstreamEntry
 	nupstreams atomic.Int64
 	providers  provider.Options
+	// streams are the committed streams being passed on (shutdown.go).
+	streams openStreams
 }
 
 // New builds an Engine.

@@ -46,6 +46,10 @@ type Answer struct {
 	// normally, ended: End ran.
 	err         *classify.HopError
 	done, ended bool
+
+	// The engine's list of streams being passed on (shutdown.go).
+	prev, next *Answer
+	listed     bool
 }
 
 // Pump writes the commit of an open stream and passes its frames to the
@@ -87,6 +91,7 @@ func (s *Answer) Pump() {
 //
 //go:noinline
 func (s *Answer) begin() bool {
+	s.c.e.streams.add(s) // a shutdown now ends it in band
 	s.c.rw.writeHead(s.head, &s.headers)
 	s.writeCommit()
 	s.idle.arm(s.a)
@@ -170,6 +175,7 @@ func (s *Answer) unwind() {
 		return
 	}
 	s.ended = true
+	s.c.e.streams.remove(s)
 	s.idle.stop()
 	s.hold.Release()
 	if s.feed != nil {
@@ -216,5 +222,6 @@ func (s *Answer) endStream() {
 	_ = s.resp.Body.Close()
 	a.cancel(nil)
 	err := a.finish(s.err)
+	c.e.streams.remove(s) // after its last frame: CutStreams waits for it
 	c.recordBreaker(s.br, s.ticket, err)
 }

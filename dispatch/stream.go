@@ -426,6 +426,9 @@ func (a *attempt) afterCommit(it *frameItem) (*classify.HopError, bool) {
 		if c.clientCtx.Err() != nil {
 			return a.clientGone(), true
 		}
+		if err := shutdownCut(a); err != nil {
+			return err, true
+		}
 		if errors.Is(it.err, io.EOF) {
 			if tail, ok := a.codec.end(); ok {
 				// Complete but without its end ([DONE], message_stop):

@@ -554,7 +554,8 @@ const (
 	StreamInterrupted = "interrupted" // in-band upstream_stream_interrupted, no [DONE]
 	StreamAborted     = "aborted"     // a binary body: the connection was broken
 	StreamClientGone  = "client_gone"
-	StreamResumed     = "resumed" // a continuation completed the stream
+	StreamResumed     = "resumed"       // a continuation completed the stream
+	StreamShutdown    = "shutting_down" // in-band gateway_shutting_down: the gateway's drain ran out
 )
 
 // StreamEnd records how a committed answer ended (the hop's end gives an

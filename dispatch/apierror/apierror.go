@@ -20,6 +20,7 @@ const (
 	CodeAllChannelsFailed     = "all_channels_failed"
 	CodeEngineOverloaded      = "engine_overloaded"
 	CodeStreamInterrupted     = "upstream_stream_interrupted"
+	CodeShuttingDown          = "gateway_shutting_down"
 	CodeNotFound              = "not_found"
 )
 
@@ -132,6 +133,13 @@ func EngineOverloaded(msg string, retryAfter time.Duration) *Error {
 
 func StreamInterrupted(msg string) *Error {
 	return &Error{Status: http.StatusBadGateway, Type: "server_error", Code: CodeStreamInterrupted, Message: msg}
+}
+
+// ShuttingDown is the in-band error of a committed stream cut because the
+// gateway is shutting down (a drain that ran out of time): retryable, on
+// another replica.
+func ShuttingDown(msg string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: CodeShuttingDown, Message: msg}
 }
 
 // AnthropicType is e's error type in Anthropic's vocabulary, the one

@@ -42,6 +42,7 @@ const (
 	KindCredential                // the channel's credential could not be obtained (token refresh, AWS chain)
 	KindUnsupported               // the request cannot be expressed for this channel's family (a client error)
 	KindBudget                    // buffering the answer would cross the process's buffer budget
+	KindShutdown                  // the gateway shut down under a committed stream (a drain that ran out of time)
 	kindCount
 )
 
@@ -75,6 +76,7 @@ var kindLabels = [kindCount]string{
 	KindCredential:    "credential_error",
 	KindUnsupported:   "unsupported_request",
 	KindBudget:        "buffer_budget",
+	KindShutdown:      "gateway_shutting_down",
 }
 
 // String is the kind's label.
@@ -182,10 +184,11 @@ func (e *HopError) ChainDeadline() bool { return e.Kind == KindDeadline }
 // AboutChannel reports whether the hop's result is a verdict on its channel,
 // for the breaker and the early-warning detector alike. Final answers (the
 // request is at fault), cancellations, the chain deadline (the caller's
-// budget: a later hop only gets what earlier ones left) and the process's
-// own buffer budget (hopgate is overloaded, not the channel) are not.
+// budget: a later hop only gets what earlier ones left), the process's
+// own buffer budget (hopgate is overloaded, not the channel) and its
+// shutdown are not.
 func (e *HopError) AboutChannel() bool {
-	return e.Class() == Retryable && e.Kind != KindDeadline && e.Kind != KindBudget
+	return e.Class() == Retryable && e.Kind != KindDeadline && e.Kind != KindBudget && e.Kind != KindShutdown
 }
 
 // ContextLength reports a final answer saying the request does not fit the

@@ -38,7 +38,7 @@ func TestHopErrorKinds(t *testing.T) {
 		if k != KindStatus && e.Class() != want {
 			t.Errorf("%s: Class() = %v, want %v", label, e.Class(), want)
 		}
-		aboutChannel := want == Retryable && k != KindDeadline && k != KindBudget
+		aboutChannel := want == Retryable && k != KindDeadline && k != KindBudget && k != KindShutdown
 		if k != KindStatus && e.AboutChannel() != aboutChannel {
 			t.Errorf("%s: AboutChannel() = %v, want %v", label, e.AboutChannel(), aboutChannel)
 		}

@@ -296,7 +296,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 
 // Shutdown drains: /readyz turns 503 so load balancers stop sending, new
 // connections are refused, in-flight requests and streams get up to
-// DrainTimeout to finish, then remaining connections are closed. The
+// DrainTimeout to finish; streams still open then end with the in-band
+// gateway_shutting_down frame (at most StreamCutWait more), and remaining
+// connections are closed. The
 // wallet then waits (at most wallet.DefaultCloseWait) for the handlers of
 // the requests so cut to settle their charges before the store closes.
 // Spans are flushed last.
@@ -307,6 +309,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	err := g.main.Shutdown(dctx)
 	if err != nil {
 		g.log.Warn("drain timeout: closing remaining connections", slog.Any("error", err))
+		g.cutStreams(ctx)
 		_ = g.main.Close()
 	}
 	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

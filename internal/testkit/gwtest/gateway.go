@@ -76,6 +76,9 @@ type Options struct {
 	// channels, given the started fakes (a service-account key whose
 	// token_uri is a fake's token endpoint, static AWS keys).
 	Providers func(*Fakes) provider.Options
+	// DrainTimeout is the drain a Start gateway's Shutdown allows (0: 2 s);
+	// a test of what a drain that ran out does passes a nanosecond.
+	DrainTimeout time.Duration
 	// PlainSpans records the engine's spans as SDK spans from their start
 	// (telemetry.Options.PlainSpans), not as compact records: the
 	// reference the compact recorder is compared with.
@@ -175,9 +178,13 @@ func Start(tb testing.TB, o Options, yml string, fakes ...string) *Gateway {
 	if !o.OwnTelemetry {
 		g.setupTelemetry(o)
 	}
+	drain := 2 * time.Second
+	if o.DrainTimeout > 0 {
+		drain = o.DrainTimeout
+	}
 	gw, err := gateway.Start(context.Background(), g.Config, gateway.Options{
 		Logger: g.logger(o), Telemetry: g.Tel, Clock: g.clock(o), Transport: g.Transport,
-		DrainTimeout:      2 * time.Second,
+		DrainTimeout:      drain,
 		ReadHeaderTimeout: o.ReadHeaderTimeout, IdleTimeout: o.IdleTimeout,
 		MaxFrame: o.MaxFrame, MaxResponseBody: o.MaxResponseBody,
 		Providers: g.providers(o),

@@ -1,0 +1,24 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// StreamCutWait bounds how long a drain that ran out of time waits, after
+// DrainTimeout, for the committed streams it cuts to write their in-band
+// gateway_shutting_down frame before the connections close: a flush to a
+// client that reads nothing must not hold the exit.
+const StreamCutWait = time.Second
+
+// cutStreams ends the committed streams still open when the drain ran out
+// of time with the in-band error frame, so a client sees an answer that
+// says it is incomplete (not one that stops), and logs how many.
+func (g *Gateway) cutStreams(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StreamCutWait)
+	defer cancel()
+	if n := g.engine.CutStreams(cctx); n > 0 {
+		g.log.Warn("drain timeout: streams still open end with gateway_shutting_down", slog.Int("streams", n))
+	}
+}
