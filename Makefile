@@ -112,6 +112,9 @@ MEMORY_LIMIT  ?= 460MiB
 RSS_CEILING   ?= 512MiB
 ENDLESS_SHARE ?= 0.3
 MAX_IN_FLIGHT ?= 2048
+## WALLET=1: charge every request to a tenant's wallet (SQLite) and check the books after the drain.
+WALLET        ?= 0
 soak:
 	$(GO) run ./cmd/hopsoak -duration $(DURATION) -rate $(RATE) -memory-limit $(MEMORY_LIMIT) \
-		-rss-ceiling $(RSS_CEILING) -endless-share $(ENDLESS_SHARE) -max-in-flight $(MAX_IN_FLIGHT)
+		-rss-ceiling $(RSS_CEILING) -endless-share $(ENDLESS_SHARE) -max-in-flight $(MAX_IN_FLIGHT) \
+		$(if $(filter 1,$(WALLET)),-wallet)

@@ -22,6 +22,13 @@
 // overload: keys; -frame-delay slows every fake provider's streams;
 // -heap-profile writes a heap profile at the highest RSS.
 //
+// With -wallet (make soak WALLET=1) every request is sent with a tenant's
+// key: the gateway reserves and charges each one against a prepaid
+// wallet in a SQLite store, and after the drain the books are checked
+// (wallet.go): the ledger and the balance agree, nothing stays reserved,
+// no request is charged twice, none the client saw fail is charged, and
+// every complete answer is.
+//
 // Requests hopgate sheds (503 engine_overloaded with Retry-After and
 // X-Hopgate-Shed) are a legitimate outcome: counted by reason, each
 // checked for its Retry-After and its trace, and reconciled with

@@ -39,6 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&o.GatewayMaxStreams, "gateway-max-streams", 0, "the gateway's overload.max_streams (0: derived from the budget)")
 	fs.DurationVar(&o.FrameDelay, "frame-delay", 0, "every fake provider waits this long between stream frames and endless-body chunks (0: none)")
 	fs.StringVar(&o.HeapProfile, "heap-profile", "", "write a heap profile to this file at the highest RSS (rewritten as the peak grows by 16MiB)")
+	fs.BoolVar(&o.Wallet, "wallet", false, "charge every request to a tenant's wallet (a SQLite store) and check the books after the drain")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -90,6 +91,9 @@ func (r *Report) Text() string {
 	fmt.Fprintf(&b, "latency: p50 %v, p99 %v, max %v\n", r.LatencyP50.Round(time.Millisecond), r.LatencyP99.Round(time.Millisecond), r.LatencyMax.Round(time.Millisecond))
 	fmt.Fprintf(&b, "resources: RSS %d MiB before, peak %d MiB, %d MiB after drain; live heap %d MiB before, %d MiB after; peak goroutines %d, leaked %d; fds %d before, %d after; gateway error logs %d\n",
 		r.RSSBefore>>20, r.PeakRSSAll>>20, r.RSSAfter>>20, r.HeapBefore>>20, r.HeapAfter>>20, r.PeakGoroutines, r.GoroutinesAfter, r.FDsBefore, r.FDsAfter, r.ErrorLogs)
+	if r.Wallet != nil {
+		b.WriteString(r.Wallet.text())
+	}
 	if len(r.Violations) == 0 {
 		b.WriteString("PASS: no violations\n")
 	} else {

@@ -84,6 +84,10 @@ type Options struct {
 	// written at the highest RSS, again each time the peak grows by 16 MiB:
 	// what holds the memory when the ceiling is near.
 	HeapProfile string
+	// Wallet sends every request with a tenant's key, so each is reserved
+	// and charged against a wallet in a SQLite store, and checks the books
+	// after the drain (wallet.go).
+	Wallet bool
 }
 
 // DefaultRSSCeiling is the peak RSS allowed when a memory limit is in force:
@@ -160,6 +164,8 @@ type Report struct {
 	Cores          int            `json:"cores"`
 	Violations     []string       `json:"violations"`
 	violationKinds map[string]int // violations per kind (samples are capped)
+	// Wallet is what the books said after the drain (-wallet only).
+	Wallet *WalletReport `json:"wallet,omitempty"`
 }
 
 func (r *Report) violate(kind, format string, args ...any) {
@@ -438,7 +444,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	logSize := int(min(o.Rate*o.Duration.Seconds()*1.5+1000, 200000))
-	cfg, err := config.Parse([]byte(soakConfig(listen, admin, urls, logSize, o)), nil)
+	cfgText := soakConfig(listen, admin, urls, logSize, o)
+	var wallet *soakWallet
+	if o.Wallet {
+		if wallet, err = newSoakWallet(ctx); err != nil {
+			closeUps()
+			return nil, err
+		}
+		defer wallet.remove()
+		rep.Wallet = &WalletReport{}
+		cfgText = strings.Replace(cfgText, "auth: {mode: none}\n", wallet.configYAML(), 1)
+	}
+	cfg, err := config.Parse([]byte(cfgText), nil)
 	if err != nil {
 		closeUps()
 		return nil, fmt.Errorf("soak config: %w", err)
@@ -552,10 +569,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}()
 
 	// Traffic.
-	client := &http.Client{Transport: &http.Transport{
+	clientTr := &http.Transport{
 		MaxIdleConns: o.MaxInFlight, MaxIdleConnsPerHost: o.MaxInFlight, IdleConnTimeout: 30 * time.Second,
 		DisableCompression: true,
-	}}
+	}
+	client := &http.Client{Transport: clientTr}
+	if wallet != nil {
+		client.Transport = keyTransport{next: clientTr}
+	}
 	var (
 		resMu   sync.Mutex
 		results []result
@@ -771,6 +792,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	closeUps()
 	_ = tel.Shutdown(sctx)
 	client.CloseIdleConnections()
+	if wallet != nil {
+		wallet.checkBooks(sctx, rep, results)
+	}
 	close(sampleStop)
 	<-sampleDone
 	rep.PeakGoroutines = int(peakG.Load())

@@ -63,6 +63,25 @@ func TestSoakCountsShedRequests(t *testing.T) {
 	}
 }
 
+// TestSoakWalletBooks: in wallet mode every request is charged to a
+// tenant's wallet, and after the drain the books hold (issue 35): the
+// ledger and the balance agree, nothing stays reserved, no failed request
+// was charged and every complete answer was (runSoak fails on any
+// violation).
+func TestSoakWalletBooks(t *testing.T) {
+	o := Options{Duration: 6 * time.Second, Rate: 20, Seed: uint64(time.Now().UnixNano()), Wallet: true}
+	if testing.Short() {
+		o.Duration = 3 * time.Second
+	}
+	rep := runSoak(t, o)
+	if rep.Wallet == nil || rep.Wallet.Charges == 0 || rep.Wallet.Reserved != 0 {
+		t.Fatalf("the wallet soak charged nothing, or left a reservation: %+v", rep.Wallet)
+	}
+	if !strings.Contains(rep.Text(), "wallet: ") {
+		t.Fatalf("the report has no wallet line:\n%s", rep.Text())
+	}
+}
+
 // TestShedAccounting: the client view and hopgate_shed_requests_total must
 // agree reason by reason; a difference in either direction is a violation.
 func TestShedAccounting(t *testing.T) {
