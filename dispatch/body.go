@@ -31,7 +31,7 @@ func (a *attempt) buffered(resp *http.Response) *classify.HopError {
 	}
 	hold := overload.NewHold(c.e.budget)
 	defer hold.Release() // the answer is written (or dropped) by then
-	b, err := readBounded(body, c.e.maxResponse(c.req), resp.ContentLength, &hold)
+	b, err := readAnswer(body, c.e.maxResponse(c.req), resp.ContentLength, &hold)
 	if ir != nil {
 		ir.stop()
 	}
@@ -165,6 +165,12 @@ func (a *attempt) abort(why string, cause error) *classify.HopError {
 // budget before it is allocated (nil: unbounded); one the budget cannot
 // hold is errBudget. On an error, what was read before it is returned.
 func readBounded(r io.Reader, limit, size int64, hold *overload.Hold) ([]byte, error) {
+	return readBody(r, limit, size, hold, true)
+}
+
+// readBody is readBounded; keep false drops what was read past the first
+// buffer when the read fails (readAnswer).
+func readBody(r io.Reader, limit, size int64, hold *overload.Hold, keep bool) ([]byte, error) {
 	n := int64(512)
 	if size >= 0 {
 		// +1: room for the read that reports EOF without growing.
@@ -191,12 +197,14 @@ func readBounded(r io.Reader, limit, size int64, hold *overload.Hold) ([]byte, e
 			return b, err
 		}
 	}
-	return readChunks(r, b, limit, hold)
+	return readChunks(r, b, limit, hold, keep)
 }
 
 // readChunks goes on reading a body that filled first: into chunks, then
-// into one buffer of the body's size (see readBounded).
-func readChunks(r io.Reader, first []byte, limit int64, hold *overload.Hold) ([]byte, error) {
+// into one buffer of the body's size (see readBounded). On an error, the
+// bytes read are joined only when keep asks for them (readAnswer's caller
+// drops them).
+func readChunks(r io.Reader, first []byte, limit int64, hold *overload.Hold, keep bool) ([]byte, error) {
 	var chunks []*[]byte
 	defer func() {
 		for _, c := range chunks {
@@ -210,6 +218,9 @@ func readChunks(r io.Reader, first []byte, limit int64, hold *overload.Hold) ([]
 	total := int64(len(first))
 	// join copies what was read into one buffer, held before it is made.
 	join := func(err error) ([]byte, error) {
+		if err != nil && !keep {
+			return nil, err
+		}
 		n := min(total, limit)
 		if hold != nil && !hold.Grow(n) {
 			return nil, errBudget
