@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hopgate/hopgate/internal/testkit"
 )
@@ -25,19 +23,7 @@ func TestServeCutsStreamsInBandOnDrainTimeout(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin, fakes, addr, adminAddr, cfgPath := binaryFixture(t)
-	cfg := fakes.Expand(fmt.Sprintf(`listen: %s
-admin_listen: %s
-auth: {mode: none}
-channels:
-  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
-models:
-  - name: m
-    chain:
-      - {channel: a, upstream_model: "m|tokens=20|stall=1h", price: {input: 1, output: 1}}
-`, addr, adminAddr))
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeOneModelConfig(t, cfgPath, fakes, addr, adminAddr, "m|tokens=20|stall=1h")
 	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--drain-timeout", "200ms")
 	cmd.Env = append(os.Environ(), "CHANNEL_KEY="+fakes.APIKey)
 	logs := &testkit.SyncBuffer{}
@@ -70,16 +56,7 @@ models:
 		strings.Contains(string(rest), "[DONE]") {
 		t.Fatalf("the stream the drain cut does not end with the gateway_shutting_down frame:\n%s", rest)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, logs.String())
-		}
-	case <-time.After(testkit.Bound):
-		t.Fatalf("did not exit after the drain\n%s", logs.String())
-	}
+	waitExit(t, cmd, logs, testkit.Bound)
 	for _, want := range []string{`"msg":"drain timeout: streams still open end with gateway_shutting_down","streams":1`,
 		`"status":200,"outcome":"interrupted","failover_path":"a:gateway_shutting_down"`} {
 		if !strings.Contains(logs.String(), want) {

@@ -91,19 +91,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin, fakes, addr, adminAddr, cfgPath := binaryFixture(t)
-	cfg := fakes.Expand(fmt.Sprintf(`listen: %s
-admin_listen: %s
-auth: {mode: none}
-channels:
-  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
-models:
-  - name: m
-    chain:
-      - {channel: a, upstream_model: "m|tokens=20|frame-delay=50ms", price: {input: 1, output: 1}}
-`, addr, adminAddr))
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeOneModelConfig(t, cfgPath, fakes, addr, adminAddr, "m|tokens=20|frame-delay=50ms")
 	// A collector that refuses every export: the failure must reach the
 	// JSON log when the drain flushes the spans.
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -154,16 +142,7 @@ models:
 	if !strings.Contains(string(rest), "tok20 ") || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
 		t.Fatalf("stream incomplete after SIGTERM:\n%s", rest)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("did not exit after drain\n%s", logs.String())
-	}
+	waitExit(t, cmd, logs, 30*time.Second)
 	if !strings.Contains(logs.String(), `"msg":"drained; bye"`) {
 		t.Fatalf("logs:\n%s", logs.String())
 	}
@@ -199,6 +178,40 @@ func binaryFixture(t *testing.T) (bin string, fakes *gwtest.Fakes, addr, adminAd
 	}
 	fakes = gwtest.StartFakes(t, gwtest.Options{UpstreamClock: clockwork.NewRealClock()}, "a")
 	return bin, fakes, testkit.LoopbackAddr(t), testkit.LoopbackAddr(t), filepath.Join(t.TempDir(), "hopgate.yaml")
+}
+
+// writeOneModelConfig writes a config serving model m from the fake a as
+// upstreamModel (a fault word of the fake's grammar), on addr and adminAddr.
+func writeOneModelConfig(t *testing.T, path string, fakes *gwtest.Fakes, addr, adminAddr, upstreamModel string) {
+	t.Helper()
+	cfg := fakes.Expand(fmt.Sprintf(`listen: %s
+admin_listen: %s
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
+models:
+  - name: m
+    chain:
+      - {channel: a, upstream_model: %q, price: {input: 1, output: 1}}
+`, addr, adminAddr, upstreamModel))
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitExit waits at most bound for cmd to exit 0.
+func waitExit(t *testing.T, cmd *exec.Cmd, logs *testkit.SyncBuffer, bound time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, logs.String())
+		}
+	case <-time.After(bound):
+		t.Fatalf("did not exit after the drain\n%s", logs.String())
+	}
 }
 
 // child polls what a child process does, every 20 ms: a real process
