@@ -131,11 +131,16 @@ type TenantView struct {
 	Currency       string `json:"currency"`
 	BalanceMicros  int64  `json:"balance_micros"`
 	ReservedMicros int64  `json:"reserved_micros"`
+	// InDoubt and InDoubtMicros: the tenant's in-doubt charges (count and
+	// sum), shown while there are any (docs/tenants.md, the delivery rule).
+	InDoubt       int64 `json:"in_doubt,omitempty"`
+	InDoubtMicros int64 `json:"in_doubt_micros,omitempty"`
 }
 
 // ViewOf is t's TenantView.
 func ViewOf(t store.Tenant) TenantView {
-	return TenantView{Tenant: t.Name, Currency: t.Currency, BalanceMicros: t.BalanceMicros, ReservedMicros: t.ReservedMicros}
+	return TenantView{Tenant: t.Name, Currency: t.Currency, BalanceMicros: t.BalanceMicros, ReservedMicros: t.ReservedMicros,
+		InDoubt: t.InDoubt, InDoubtMicros: t.InDoubtMicros}
 }
 
 // KeyView is a key without its hash.
