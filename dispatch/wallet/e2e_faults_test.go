@@ -27,6 +27,7 @@ import (
 // every complete answer either charged or in doubt, the journal drained,
 // nothing reserved.
 func TestMoneyUnderKillsAndOutages(t *testing.T) {
+	hopgateBinary(t) // skipped under -short
 	e := newE2E(t, "postgres")
 	cluster := pgtest.New(t)
 	e.dsn = cluster.NewDatabase(t)
@@ -140,6 +141,9 @@ func TestMoneyUnderKillsAndOutages(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-a.done
+	if journalEmpty(t, jdirA) {
+		t.Fatal("A stopped with the store down and its streams' charges unsettled, yet its journal is empty")
+	}
 	if err := cluster.Start(); err != nil {
 		t.Fatal(err)
 	}
