@@ -67,8 +67,16 @@ func (a *attempt) buffered(resp *http.Response) *classify.HopError {
 		return c.lostCommit()
 	}
 	c.rw.writeHead(head{status: resp.StatusCode, contentType: ct, length: int64(len(b))}, &g)
-	_ = c.rw.write(b)
 	a.usage, a.respModel = info.Usage, info.Model
+	// The body is the answer's last write; a charged one is flushed here
+	// (the delivery rule, delivery.go).
+	if c.rw.delivering(c.req.Delivering, a.usage) {
+		if c.rw.write(b) == nil {
+			_ = c.rw.flush()
+		}
+	} else {
+		_ = c.rw.write(b)
+	}
 	return a.succeed()
 }
 

@@ -272,6 +272,12 @@ type Request struct {
 	// return the flush error the responder needs; the bytes still go
 	// through the wrapper, so the server span's byte count stays exact.
 	Flusher http.ResponseWriter
+	// Delivering, if set, is called once, just before the last write of an
+	// answer that completed (a buffered body, a stream's closing frame),
+	// with its usage and what it delivered so far: the charge is final
+	// only after that write (delivery.go). It runs on the request's
+	// goroutine and delays the last write by its duration.
+	Delivering func(Usage, Delivered)
 }
 
 // EventStyle is the client's dialect of bodies and stream events.

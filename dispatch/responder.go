@@ -43,6 +43,8 @@ type responder struct {
 	// counted is what it delivered so far.
 	answered bool
 	counted  Delivered
+	// marked: Request.Delivering was called (delivery.go).
+	marked bool
 }
 
 // claim takes the reply for an answer; false when the chain deadline took

@@ -26,6 +26,12 @@ func serveOne(t *testing.T, model string, body string) (dispatch.Result, *httpte
 // responses).
 func serveOp(t *testing.T, op, model string, body string) (dispatch.Result, *httptest.ResponseRecorder, *upstream.Server, *upstream.Server) {
 	t.Helper()
+	return serveWith(t, op, model, body, nil)
+}
+
+// serveWith is serveOp with the request changed by with (nil: as it is).
+func serveWith(t *testing.T, op, model, body string, with func(*dispatch.Request, *httptest.ResponseRecorder)) (dispatch.Result, *httptest.ResponseRecorder, *upstream.Server, *upstream.Server) {
+	t.Helper()
 	ua, ub := upstream.New(upstream.Options{Name: "a"}), upstream.New(upstream.Options{Name: "b"})
 	sa, sb := httptest.NewServer(ua), httptest.NewServer(ub)
 	t.Cleanup(func() { ua.Close(); ub.Close(); sa.Close(); sb.Close() })
@@ -59,6 +65,9 @@ models:
 		req.Events = dispatch.ResponsesEvents
 	}
 	rec := httptest.NewRecorder()
+	if with != nil {
+		with(req, rec)
+	}
 	r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", nil)
 	return e.Serve(rec, r, req), rec, ua, ub
 }

@@ -433,6 +433,7 @@ func (a *attempt) afterCommit(it *frameItem) (*classify.HopError, bool) {
 			if tail, ok := a.codec.end(); ok {
 				// Complete but without its end ([DONE], message_stop):
 				// finish it promptly.
+				c.rw.delivering(c.req.Delivering, a.usage)
 				if len(tail) > 0 {
 					_ = c.rw.frame(tail)
 				}
@@ -461,6 +462,9 @@ func (a *attempt) afterCommit(it *frameItem) (*classify.HopError, bool) {
 		}
 	}
 	a.note(it)
+	if it.info.Kind == gate.Done {
+		c.rw.delivering(c.req.Delivering, a.usage) // the closing frame is the last write
+	}
 	if len(it.raw) > 0 {
 		if c.rw.write(it.raw) != nil {
 			return a.clientGone(), true

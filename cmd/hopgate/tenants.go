@@ -28,7 +28,9 @@ const tenantsUsage = `usage (every command takes --config FILE, the gateway's co
   hopgate tenants topup NAME AMOUNT       # AMOUNT in currency units, e.g. 5 or 0.25 (exact, at most 6 decimals)
   hopgate tenants key issue NAME          # prints the new key once: {"key_id","key"}
   hopgate tenants key revoke KEY_ID       # running gateways stop accepting it within store.key_refresh
-  hopgate tenants ledger NAME [--limit N] # JSON lines, newest first
+  hopgate tenants ledger NAME [--limit N] # JSON lines: in-doubt charges first, then the ledger, newest first
+  hopgate tenants adjust NAME AMOUNT --reason TEXT      # AMOUNT may be negative (-0.000336); an audited ledger row
+  hopgate tenants resolve REQUEST_ID charge|release --reason TEXT   # decide an in-doubt charge, audited
 `
 
 // tenants runs `hopgate tenants …` against the configured store.
@@ -38,6 +40,7 @@ func tenants(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, tenantsUsage) }
 	path := fs.String("config", "", "config file (YAML) naming the store")
 	limit := fs.Int("limit", 0, "ledger: at most this many rows (0: all)")
+	reason := fs.String("reason", "", "adjust, resolve: why (recorded in the audit trail)")
 	pos, err := interleaved(fs, args)
 	if err != nil {
 		return 2
@@ -62,6 +65,12 @@ func tenants(args []string, stdout, stderr io.Writer) int {
 		want = 2
 	case "topup":
 		want = 3
+	case "adjust", "resolve":
+		want = 3
+		if *reason == "" {
+			fmt.Fprintf(stderr, "hopgate tenants %s: --reason TEXT is required (it is recorded in the audit trail)\n", cmd)
+			return 2
+		}
 	case "key":
 		want = 3
 		if len(pos) < 2 || pos[1] != "issue" && pos[1] != "revoke" {
@@ -87,14 +96,14 @@ func tenants(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out := json.NewEncoder(stdout)
-	if err := runTenants(ctx, st, pos, *limit, out); err != nil {
+	if err := runTenants(ctx, st, pos, *limit, *reason, out); err != nil {
 		fmt.Fprintln(stderr, "hopgate tenants:", err)
 		return 1
 	}
 	return 0
 }
 
-func runTenants(ctx context.Context, st *store.Store, pos []string, limit int, out *json.Encoder) error {
+func runTenants(ctx context.Context, st *store.Store, pos []string, limit int, reason string, out *json.Encoder) error {
 	switch pos[0] {
 	case "create":
 		t, err := st.CreateTenant(ctx, pos[1], cliActor)
@@ -154,10 +163,22 @@ func runTenants(ctx context.Context, st *store.Store, pos []string, limit int, o
 			KeyID   string `json:"key_id"`
 			Revoked bool   `json:"revoked"`
 		}{pos[2], true})
+	case "adjust", "resolve":
+		return runCorrection(ctx, st, pos, reason, out)
 	case "ledger":
 		rows, err := st.Ledger(ctx, pos[1], limit)
 		if err != nil {
 			return err
+		}
+		// In-doubt charges first: undecided, they need an operator.
+		doubts, err := st.InDoubtCharges(ctx, pos[1])
+		if err != nil {
+			return err
+		}
+		for _, d := range doubts {
+			if err := out.Encode(d); err != nil {
+				return err
+			}
 		}
 		for _, e := range rows {
 			if err := out.Encode(e); err != nil {
@@ -205,6 +226,10 @@ func openConfiguredStore(path string, stderr io.Writer) (*store.Store, error) {
 func interleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
+		// A negative amount (adjust NAME -0.5) is an argument, not a flag.
+		for len(args) > 0 && negativeAmount(args[0]) {
+			pos, args = append(pos, args[0]), args[1:]
+		}
 		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}

@@ -28,6 +28,9 @@ type TenantStore interface {
 	RevokeKey(ctx context.Context, keyID, actor string) error
 	Keys(ctx context.Context) ([]store.KeyRecord, error)
 	Ledger(ctx context.Context, tenant string, limit int) ([]store.LedgerEntry, error)
+	InDoubtCharges(ctx context.Context, tenant string) ([]store.InDoubt, error)
+	ResolveInDoubt(ctx context.Context, requestID string, how store.Resolution, actor, reason string) (store.InDoubt, *store.LedgerEntry, error)
+	Adjust(ctx context.Context, tenant string, amountMicros int64, actor, reason string) (int64, error)
 }
 
 var _ TenantStore = (*store.Store)(nil)
@@ -62,8 +65,11 @@ func (s *Server) tenantRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/tenants/{name}", read(showTenant))
 	mux.Handle("GET /admin/tenants/{name}/ledger", read(tenantLedger))
 	mux.Handle("GET /admin/tenants/{name}/keys", read(tenantKeys))
+	mux.Handle("GET /admin/tenants/{name}/in-doubt", read(tenantInDoubt))
 	mux.Handle("POST /admin/tenants", write(createTenant))
 	mux.Handle("POST /admin/tenants/{name}/topup", write(topUp))
+	mux.Handle("POST /admin/tenants/{name}/adjust", write(adjust))
+	mux.Handle("POST /admin/tenants/{name}/in-doubt/{request_id}", write(resolveInDoubt))
 	mux.Handle("POST /admin/tenants/{name}/keys", write(issueKey))
 	mux.Handle("DELETE /admin/tenants/{name}/keys/{key_id}", write(revokeKey))
 }
@@ -131,11 +137,16 @@ type TenantView struct {
 	Currency       string `json:"currency"`
 	BalanceMicros  int64  `json:"balance_micros"`
 	ReservedMicros int64  `json:"reserved_micros"`
+	// InDoubt and InDoubtMicros: the tenant's in-doubt charges (count and
+	// sum), shown while there are any (docs/tenants.md, the delivery rule).
+	InDoubt       int64 `json:"in_doubt,omitempty"`
+	InDoubtMicros int64 `json:"in_doubt_micros,omitempty"`
 }
 
 // ViewOf is t's TenantView.
 func ViewOf(t store.Tenant) TenantView {
-	return TenantView{Tenant: t.Name, Currency: t.Currency, BalanceMicros: t.BalanceMicros, ReservedMicros: t.ReservedMicros}
+	return TenantView{Tenant: t.Name, Currency: t.Currency, BalanceMicros: t.BalanceMicros, ReservedMicros: t.ReservedMicros,
+		InDoubt: t.InDoubt, InDoubtMicros: t.InDoubtMicros}
 }
 
 // KeyView is a key without its hash.

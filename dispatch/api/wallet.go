@@ -76,6 +76,11 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, req *dispatch.R
 		RequestID: walletRequestID(ctx), Tenant: req.Tenant, Config: req.Config, Model: req.Model, Sizing: sizing,
 	})
 	if err == nil {
+		// The delivery rule: the charge the answer is about to become is
+		// recorded before its last write, and made final after it (settle).
+		req.Delivering = func(u dispatch.Usage, d dispatch.Delivered) {
+			res.Deliver(ctx, outcome(u, d))
+		}
 		return res, true
 	}
 	span := trace.SpanFromContext(ctx)
@@ -130,13 +135,17 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, req *dispatch.Re
 //
 //go:noinline
 func (s *Server) settle(r *http.Request, hold *wallet.Reservation, res dispatch.Result) {
-	hold.Finish(r.Context(), wallet.Outcome{
-		Answered:     res.Answered,
-		InputTokens:  res.Usage.InputTokens,
-		OutputTokens: res.Usage.OutputTokens,
-		UsagePresent: res.Usage.Present,
-		TextBytes:    res.Delivered.TextBytes, ToolCallFrames: res.Delivered.ToolCallFrames,
-	})
+	o := outcome(res.Usage, res.Delivered)
+	o.Answered = res.Answered
+	hold.Finish(r.Context(), o)
+}
+
+// outcome is the wallet's view of an answer's usage and delivery.
+func outcome(u dispatch.Usage, d dispatch.Delivered) wallet.Outcome {
+	return wallet.Outcome{
+		Answered: true, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, UsagePresent: u.Present,
+		TextBytes: d.TextBytes, ToolCallFrames: d.ToolCallFrames,
+	}
 }
 
 // walletRequestID keys a request's hold and ledger row. The trace id alone

@@ -88,6 +88,9 @@
 //	hold_ttl               duration         default 15m, [1m, 24h]; a reservation nobody settled expires
 //	reserve_output_tokens  int ≥ 0          default 4096; output tokens reserved for a request without
 //	                                        max_tokens (per model: models[].reserve_output_tokens)
+//	journal_dir            path             default hopgate-journal, relative to the config file's
+//	                                        directory; the journal of charges the store could not take
+//	                                        yet (one directory per replica), read at start
 //
 // admin_auth:
 //

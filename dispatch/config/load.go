@@ -61,6 +61,12 @@ func LoadEnv(path string, getenv func(string) (string, bool)) (*Config, error) {
 	if c.Store.Enabled && c.Store.Driver == StoreSQLite && !filepath.IsAbs(c.Store.Path) {
 		c.Store.Path = filepath.Join(filepath.Dir(path), c.Store.Path)
 	}
+	if c.Billing.JournalDir == "" {
+		c.Billing.JournalDir = DefaultJournalDir
+	}
+	if !filepath.IsAbs(c.Billing.JournalDir) {
+		c.Billing.JournalDir = filepath.Join(filepath.Dir(path), c.Billing.JournalDir)
+	}
 	return c, nil
 }
 

@@ -42,6 +42,9 @@ const (
 	// request that sets no max_tokens: a long answer, not a worst case.
 	DefaultReserveOutputTokens = 4096
 	MaxReserveOutputTokens     = 10_000_000
+	// DefaultJournalDir is billing.journal_dir's default, relative to the
+	// directory of the config file.
+	DefaultJournalDir = "hopgate-journal"
 )
 
 // Store says where tenants, wallets and the ledger live. Without a store
@@ -74,6 +77,11 @@ type Billing struct {
 	// ReserveOutputTokens is the global default of
 	// models[].reserve_output_tokens.
 	ReserveOutputTokens int64
+	// JournalDir is where the gateway keeps the charges the store could
+	// not take yet (docs/tenants.md, the journal), read at start. Load
+	// makes a relative path relative to the directory of the config file;
+	// Parse leaves it as written.
+	JournalDir string
 }
 
 // AdminAuth holds the keys allowed to change money and keys on the admin
@@ -99,6 +107,7 @@ type rawWallet struct {
 	credit      val[int64]
 	holdTTL     val[time.Duration]
 	reserveOut  val[int64]
+	journalDir  val[string]
 	adminKeys   []rawKey
 	adminKeysOK bool
 }
@@ -134,6 +143,7 @@ func (p *parser) billing(n *yaml.Node, w *rawWallet) {
 		"reserve_output_tokens": func(_, v *yaml.Node) {
 			w.reserveOut = p.tokens(v, "reserve_output_tokens in billing")
 		},
+		"journal_dir": func(_, v *yaml.Node) { w.journalDir = p.nonEmpty(v, "journal_dir in billing") },
 	})
 }
 
@@ -320,6 +330,7 @@ func (p *parser) resolveWallet(c *Config, f *rawFile) {
 		FailOpenCredit:      w.credit.v,
 		HoldTTL:             w.holdTTL.or(DefaultHoldTTL),
 		ReserveOutputTokens: w.reserveOut.or(DefaultReserveOutputTokens),
+		JournalDir:          w.journalDir.v,
 	}
 	switch {
 	case c.Billing.OnStoreError == StoreErrorFailOpen && w.credit.set && w.credit.v == 0:

@@ -77,7 +77,7 @@ func TestWalletKeys(t *testing.T) {
 	c := mustParse(t, walletBase+`    price: {input: "0.000001", output: 12.5}
     reserve_output_tokens: 100
 store: {driver: postgres, dsn_env: PG_DSN, key_refresh: 3s}
-billing: {currency: EUR, on_store_error: fail_open, fail_open_credit: 0.25, hold_ttl: 5m, reserve_output_tokens: 2000}
+billing: {currency: EUR, on_store_error: fail_open, fail_open_credit: 0.25, hold_ttl: 5m, reserve_output_tokens: 2000, journal_dir: /var/lib/hopgate/journal}
 admin_auth:
   keys:
     - {id: ops, sha256: 2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae}
@@ -85,7 +85,7 @@ admin_auth:
 	if want := (Store{Enabled: true, Driver: StorePostgres, DSNEnv: "PG_DSN", DSN: "postgres://u:secret@h/db", KeyRefresh: 3 * time.Second}); c.Store != want {
 		t.Errorf("Store = %+v, want %+v", c.Store, want)
 	}
-	if want := (Billing{Currency: "EUR", OnStoreError: StoreErrorFailOpen, FailOpenCredit: 250_000, HoldTTL: 5 * time.Minute, ReserveOutputTokens: 2000}); c.Billing != want {
+	if want := (Billing{Currency: "EUR", OnStoreError: StoreErrorFailOpen, FailOpenCredit: 250_000, HoldTTL: 5 * time.Minute, ReserveOutputTokens: 2000, JournalDir: "/var/lib/hopgate/journal"}); c.Billing != want {
 		t.Errorf("Billing = %+v, want %+v", c.Billing, want)
 	}
 	if !c.Wallets() {
@@ -125,6 +125,29 @@ func TestLoadStorePathNextToConfig(t *testing.T) {
 		}
 		if c.Store.Path != tc.want {
 			t.Errorf("%s: path %q, want %q", tc.store, c.Store.Path, tc.want)
+		}
+	}
+}
+
+// Why: the journal of unsettled charges lives beside the config by
+// default, wherever the gateway was started from; an absolute path is kept.
+func TestLoadJournalDirNextToConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ billing, want string }{
+		{"", filepath.Join(dir, DefaultJournalDir)},
+		{"billing: {journal_dir: j}", filepath.Join(dir, "j")},
+		{"billing: {journal_dir: /var/lib/hopgate/j}", "/var/lib/hopgate/j"},
+	} {
+		path := filepath.Join(dir, "hopgate.yaml")
+		if err := os.WriteFile(path, []byte(walletBase+"store: {}\n"+tc.billing+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Billing.JournalDir != tc.want {
+			t.Errorf("%q: journal_dir %q, want %q", tc.billing, c.Billing.JournalDir, tc.want)
 		}
 	}
 }

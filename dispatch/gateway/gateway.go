@@ -77,6 +77,8 @@ type Gateway struct {
 	// The store and the wallet (wallet.go), nil without a store.
 	store  *store.Store
 	wallet *wallet.Wallet
+
+	journal *wallet.Journal // billing.journal_dir, opened with the store
 }
 
 // Start loads nothing itself: it binds the listeners of cfg and serves.

@@ -28,6 +28,15 @@ func (g *Gateway) openStore(ctx context.Context, cfg *config.Config, clock clock
 		return fmt.Errorf("store: %w", err)
 	}
 	g.store = st
+	if dir := cfg.Billing.JournalDir; dir != "" && cfg.Wallets() {
+		j, err := wallet.OpenJournal(dir)
+		if err != nil {
+			st.Close()
+			g.store = nil
+			return fmt.Errorf("billing.journal_dir: %w", err)
+		}
+		g.journal = j
+	}
 	return nil
 }
 
@@ -38,7 +47,8 @@ func (g *Gateway) startWallet(ctx context.Context, clock clockwork.Clock) {
 		return
 	}
 	cfg := g.api.Config()
-	g.wallet = wallet.New(wallet.Options{Store: g.store, Config: g.api.Config, Clock: clock, Telemetry: g.tel, Logger: g.log})
+	g.wallet = wallet.New(wallet.Options{Store: g.store, Config: g.api.Config, Clock: clock, Telemetry: g.tel, Logger: g.log,
+		Journal: g.journal})
 	g.wallet.Start(ctx)
 	g.api.SetWallet(g.wallet)
 	g.admin.Tenants = g.tenantsAPI()
@@ -65,6 +75,10 @@ func (g *Gateway) closeWallet(ctx context.Context) {
 			g.log.Warn("store close", slog.Any("error", err))
 		}
 		g.store = nil
+	}
+	if g.journal != nil {
+		g.journal.Close()
+		g.journal = nil
 	}
 }
 

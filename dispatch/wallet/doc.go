@@ -19,6 +19,15 @@
 // flight to be settled or released: the gateway closes the store after
 // the last settle of the requests its drain timeout cut, not under it.
 //
+// The delivery rule (delivery.go): the engine calls Reservation.Deliver
+// just before an answer's last write, which marks the hold "delivering"
+// with the charge it is about to become; Finish after the write makes it
+// final. A kill in between leaves an in-doubt row, not a guess. The
+// journal (journal.go, Options.Journal) keeps every charge (and mark) the
+// store could not take, fsynced, until it does, and Start applies what a
+// previous process left in it: with the store down at shutdown, the
+// charges wait there for the next start rather than in a log line.
+//
 // It owns the estimates (estimate.go): what a reservation assumes, and what
 // a stream that ended without a usage report is charged. It must not parse
 // HTTP, write responses or decide routing; the store's SQL is package

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,7 +184,29 @@ func (e *e2e) startWith(yml string, at time.Time, opts func(*gateway.Options)) *
 		_ = g.Shutdown(ctx)
 		_ = tel.Shutdown(ctx)
 	})
+	gateways.Store(g.Addr(), g)
+	e.t.Cleanup(func() { gateways.Delete(g.Addr()) })
 	return &gw{Gateway: g, tel: tel, spans: spans, clock: clock}
+}
+
+// gateways maps the address of each in-process gateway to it, so post can
+// wait for the charge of what it sent.
+var gateways sync.Map
+
+// settled waits until the gateway at addr (when it runs in this process)
+// has settled or released every request: the delivery rule charges after
+// the answer's last byte was written, so the client may read it first.
+func settled(t *testing.T, addr string) {
+	t.Helper()
+	g, ok := gateways.Load(addr)
+	if !ok {
+		return
+	}
+	w := g.(*gateway.Gateway).Wallet()
+	if w == nil {
+		return
+	}
+	testkit.Eventually(t, func() bool { return w.InFlight() == 0 }, "the request to be settled")
 }
 
 // reply is what a client got.
@@ -210,6 +233,7 @@ func post(t *testing.T, addr, key, body string) reply {
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}
+	settled(t, addr)
 	return reply{resp.StatusCode, resp.Header, string(b)}
 }
 

@@ -31,6 +31,15 @@ func (w *Wallet) isClosed() bool {
 	return w.closed
 }
 
+// InFlight is the number of reservations not yet settled or released:
+// a request's charge lands after its answer's last byte was written (the
+// delivery rule), so a client may read the answer before it is 0.
+func (w *Wallet) InFlight() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.inflight)
+}
+
 // untrack ends r's flight, and wakes Close when it was the last.
 func (w *Wallet) untrack(r *Reservation) {
 	w.mu.Lock()

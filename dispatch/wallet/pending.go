@@ -3,6 +3,7 @@ package wallet
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/hopgate/hopgate/internal/store"
 )
@@ -15,6 +16,13 @@ type pendingOp struct {
 	charge            *store.Charge
 	owed              int64 // counted in Wallet.unsettled while pending
 	tries             int
+	// doubt: a journal's undecided charge, recorded with RecordInDoubt
+	// (since: when its delivery began) rather than settled.
+	doubt bool
+	since time.Time
+	// journaled: the journal holds the op open; its end is written there
+	// once the store took it.
+	journaled bool
 }
 
 // enqueue keeps op for the retry loop, or for Close's last tries. Once
@@ -28,7 +36,7 @@ func (w *Wallet) enqueue(op *pendingOp) {
 		w.pending = append(w.pending, op)
 	}
 	w.mu.Unlock()
-	if closed && op.charge != nil {
+	if closed && op.charge != nil && !op.journaled {
 		w.logUnsettled("unsettled charge: the store was unavailable after shutdown; apply it by hand", op.charge, nil)
 	}
 }
@@ -71,14 +79,22 @@ func (w *Wallet) flush(ctx context.Context) bool {
 	for _, op := range ops {
 		cctx, cancel := w.callCtx(ctx)
 		var err error
-		if op.charge != nil {
+		switch {
+		case op.doubt:
+			var added bool
+			if added, err = w.store.RecordInDoubt(cctx, *op.charge, op.since); err == nil && added {
+				w.log.Warn("wallet: a charge the journal left undecided is in doubt: an operator resolves it",
+					slog.String("request_id", op.requestID), slog.String("tenant", op.tenant),
+					slog.Int64("amount_micros", op.charge.AmountMicros))
+			}
+		case op.charge != nil:
 			var st store.Settlement
 			st, err = w.store.Settle(cctx, *op.charge)
 			if err == nil && st.Duplicate {
 				// The first attempt committed before its answer was lost.
 				w.log.Info("wallet: a retried charge had landed already", slog.String("request_id", op.requestID))
 			}
-		} else {
+		default:
 			_, err = w.store.Release(cctx, op.requestID)
 		}
 		cancel()
@@ -98,6 +114,9 @@ func (w *Wallet) flush(ctx context.Context) bool {
 		}
 		w.remove(op)
 		w.addUnsettled(op.tenant, -op.owed)
+		if op.journaled {
+			w.journalDone(op.requestID)
+		}
 	}
 	return w.Pending() == 0
 }

@@ -34,6 +34,10 @@ type Reservation struct {
 	amount   int64 // micro-units held
 	onCredit bool  // served on credit (fail_open): no hold in the store
 	done     atomic.Bool
+	// delivering: Deliver ran (once); doubt: it could only write its
+	// mark to the journal, which holds the request open until it ends.
+	delivering atomic.Bool
+	doubt      atomic.Bool
 }
 
 // Amount is the reserved amount in micro-units.
@@ -149,6 +153,7 @@ func (r *Reservation) Finish(ctx context.Context, o Outcome) int64 {
 	defer r.w.untrack(r)
 	if !o.Answered {
 		r.w.release(ctx, r)
+		r.w.endDoubt(r)
 		return 0
 	}
 	return r.w.settle(ctx, r, Charged(o, r.req.Sizing.BodyBytes))
@@ -161,16 +166,14 @@ func (r *Reservation) Finish(ctx context.Context, o Outcome) int64 {
 func (r *Reservation) Guard() {
 	if r.done.CompareAndSwap(false, true) {
 		r.w.release(context.Background(), r)
+		r.w.endDoubt(r)
 		r.w.untrack(r)
 	}
 }
 
 func (w *Wallet) settle(ctx context.Context, r *Reservation, t Tokens) int64 {
 	m := r.req.Model
-	c := store.Charge{
-		RequestID: r.req.RequestID, Tenant: r.req.Tenant, Model: m.Name,
-		AmountMicros: Cost(m, t), InputTokens: t.Input, OutputTokens: t.Output, Estimated: t.Estimated,
-	}
+	c := chargeOf(r, t)
 	basis := telemetry.UsageReported
 	if t.Estimated {
 		basis = telemetry.UsageEstimated
@@ -184,6 +187,11 @@ func (w *Wallet) settle(ctx context.Context, r *Reservation, t Tokens) int64 {
 	if w.isClosed() {
 		// A handler that outlived Close's wait: the store may be closed.
 		w.addUnsettled(c.Tenant, -credit)
+		if w.journalCharge(&c) {
+			w.logUnsettled("unsettled charge: the request ended after the wallet closed; kept in the journal "+
+				w.journal.Path()+", applied at the next start", &c, nil)
+			return c.AmountMicros
+		}
 		w.logUnsettled("unsettled charge: the request ended after the wallet closed; apply it by hand", &c, nil)
 		return c.AmountMicros
 	}
@@ -196,17 +204,21 @@ func (w *Wallet) settle(ctx context.Context, r *Reservation, t Tokens) int64 {
 		if st.Duplicate {
 			w.log.Warn("wallet: request settled twice; charged once", slog.String("request_id", c.RequestID))
 		}
+		w.endDoubt(r)
 		w.nudge()
 	case unavailable(err):
 		w.tel.Metrics.WalletStoreError(ctx, "settle")
 		// The charge is owed: it waits in pending (counted as unsettled
 		// instead of the reservation) until the store takes it.
 		w.addUnsettled(c.Tenant, c.AmountMicros-credit)
-		w.enqueue(&pendingOp{requestID: c.RequestID, tenant: c.Tenant, charge: &c, owed: c.AmountMicros})
+		// Journaled first (fsynced): from here a kill loses nothing.
+		journaled := w.journalCharge(&c)
+		w.enqueue(&pendingOp{requestID: c.RequestID, tenant: c.Tenant, charge: &c, owed: c.AmountMicros, journaled: journaled})
 	default:
 		w.addUnsettled(c.Tenant, -credit)
 		w.tel.Metrics.WalletStoreError(ctx, "settle")
 		w.logUnsettled("wallet: the store refused a charge", &c, err)
+		w.endDoubt(r)
 	}
 	return c.AmountMicros
 }

@@ -22,6 +22,8 @@ type Store interface {
 	Release(ctx context.Context, requestID string) (bool, error)
 	ExpireHolds(ctx context.Context, now time.Time) (int, error)
 	Keys(ctx context.Context) ([]store.KeyRecord, error)
+	MarkDelivering(ctx context.Context, c store.Charge) (bool, error)
+	RecordInDoubt(ctx context.Context, c store.Charge, delivering time.Time) (bool, error)
 }
 
 var _ Store = (*store.Store)(nil)
@@ -74,6 +76,10 @@ type Options struct {
 	// each of their handlers has at most one store call under way (a hold)
 	// and one to make (its settle or release).
 	CloseWait time.Duration
+	// Journal, when set, keeps every charge the store could not take until
+	// it does, across restarts (journal.go). Nil: such a charge is only
+	// logged at shutdown.
+	Journal *Journal
 }
 
 // Wallet reserves, settles and releases for one gateway process. Its
@@ -87,6 +93,7 @@ type Wallet struct {
 	timeout   time.Duration
 	retry     time.Duration
 	closeWait time.Duration
+	journal   *Journal
 
 	keys      keyring
 	refreshes chan chan struct{} // Refresh's requests to the key loop
@@ -115,7 +122,7 @@ type Wallet struct {
 func New(o Options) *Wallet {
 	w := &Wallet{
 		store: o.Store, cfg: o.Config, clock: o.Clock, tel: o.Telemetry, log: o.Logger,
-		timeout: o.CallTimeout, retry: o.RetryInterval, closeWait: o.CloseWait,
+		timeout: o.CallTimeout, retry: o.RetryInterval, closeWait: o.CloseWait, journal: o.Journal,
 		refreshes: make(chan chan struct{}),
 		unsettled: map[string]int64{},
 		inflight:  map[*Reservation]struct{}{},
@@ -151,6 +158,7 @@ func (w *Wallet) Start(ctx context.Context) {
 	if err := w.loadKeys(ctx); err != nil {
 		w.log.Warn("wallet: could not load the store's keys; retrying every key_refresh", slog.Any("error", err))
 	}
+	w.replayJournal(ctx)
 	w.wg.Add(3)
 	go func() { defer w.wg.Done(); w.keyLoop() }()
 	go func() { defer w.wg.Done(); w.expiryLoop() }()
@@ -195,6 +203,11 @@ func (w *Wallet) Close(ctx context.Context) {
 	for _, op := range lost {
 		if op.charge == nil {
 			continue // a release: the hold expires by itself
+		}
+		if op.journaled {
+			w.logUnsettled("unsettled charge: the store was unavailable until shutdown; kept in the journal "+
+				w.journal.Path()+", applied at the next start", op.charge, nil)
+			continue
 		}
 		w.logUnsettled("unsettled charge: the store was unavailable until shutdown; apply it by hand", op.charge, nil)
 	}

@@ -699,3 +699,19 @@ func chargeLogs(logs *testkit.SyncBuffer, prefix string) []chargeLog {
 	}
 	return out
 }
+
+func (f *faultyStore) MarkDelivering(ctx context.Context, c store.Charge) (bool, error) {
+	f.count("deliver")
+	if f.down.Load() {
+		return false, errDown
+	}
+	return f.Store.MarkDelivering(ctx, c)
+}
+
+func (f *faultyStore) RecordInDoubt(ctx context.Context, c store.Charge, since time.Time) (bool, error) {
+	f.count("doubt")
+	if f.down.Load() {
+		return false, errDown
+	}
+	return f.Store.RecordInDoubt(ctx, c, since)
+}

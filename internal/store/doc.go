@@ -34,19 +34,27 @@
 //     retries it until it gets one; no charge is lost or taken twice.
 //   - Hold reserves an amount with one conditional update,
 //     balance − reserved ≥ amount, never a read-then-write. Holds therefore
-//     never overspend: at every moment the live holds of a tenant, made by
-//     any number of processes, sum to at most its balance.
+//     never overspend: when a hold is made, the live holds of its tenant,
+//     made by any number of processes, sum to at most its balance (only a
+//     later overrun, below, can leave them larger).
 //   - Settle releases the request's hold and takes the real charge. A
-//     charge at or below its hold keeps the balance at or above zero
-//     (balance ≥ reserved ≥ hold ≥ charge). Only a charge above its hold
+//     charge at or below its hold never lowers the available amount. Only a charge above its hold
 //     can overspend: usage above the reservation's estimate, or a hold that
 //     expired (ExpireHolds released it) before the request settled, which
-//     is then charged in full against no hold. The overspend bound: the
-//     balance goes below zero by at most the sum, over the requests in
-//     flight when it crossed zero, of (charge − hold), where an expired
-//     hold counts as 0 — for an expired hold, at most that one request's
-//     usage. It does not compound: a balance below zero admits no new hold,
-//     not even of 0, so the tenant gets 402 until it is topped up.
+//     is then charged in full against no hold. The overspend bound: an
+//     overrun (charge − hold, an expired hold counting as 0) lowers the
+//     available amount (balance − reserved), and no hold is admitted while
+//     that is below zero, so the balance goes below zero by at most the
+//     sum of the overruns of the requests in flight when the available
+//     amount first went below zero. It does not compound: the tenant gets
+//     402 until it is topped up. Each charge's ledger row records the hold
+//     it released and the reservation after it, so the bound can be
+//     checked from the ledger.
+//   - MarkDelivering records on a hold the charge it is about to become
+//     just before the answer's last write; a hold so marked that expires
+//     becomes an in-doubt row (InDoubtCharges), neither charged nor
+//     forgotten, until ResolveInDoubt (audited) decides it. Adjust
+//     corrects a balance either way (ledger kind "adjust", audited).
 //   - Release drops a hold without a charge; ExpireHolds drops the holds of
 //     processes that died, so a reservation is never held forever.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"hash/crc32"
 	"io/fs"
 
@@ -53,6 +54,9 @@ func newMigrator(db *sql.DB, driver string) (*goose.Provider, error) {
 	return goose.NewProvider(dialect, db, fsys, opts...)
 }
 
+// maxMigrateBusy bounds the tries of a migration that met SQLITE_BUSY.
+const maxMigrateBusy = 50
+
 // migrate applies every pending migration, each in its own transaction (a
 // failed one rolls back whole, on both drivers).
 func migrate(ctx context.Context, db *sql.DB, driver string) error {
@@ -60,7 +64,7 @@ func migrate(ctx context.Context, db *sql.DB, driver string) error {
 	if err != nil {
 		return err
 	}
-	for {
+	for busy := 0; ; {
 		before, err := p.GetDBVersion(ctx)
 		if err != nil {
 			return err
@@ -68,6 +72,13 @@ func migrate(ctx context.Context, db *sql.DB, driver string) error {
 		_, err = p.Up(ctx)
 		if err == nil || driver != DriverSQLite {
 			return err
+		}
+		// A transaction that read before it wrote meets another process's
+		// write lock with SQLITE_BUSY at once (no busy_timeout wait: that
+		// could deadlock): try again, a bounded number of times.
+		if errors.Is(classify(err), ErrUnavailable) && busy < maxMigrateBusy {
+			busy++
+			continue
 		}
 		// SQLite has no advisory lock: processes opening a new file at
 		// once may both try a migration, and the loser fails ("table

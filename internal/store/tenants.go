@@ -20,6 +20,11 @@ type Tenant struct {
 	// ReservedMicros is the sum of the tenant's live holds.
 	ReservedMicros int64     `json:"reserved_micros"`
 	CreatedAt      time.Time `json:"created_at"`
+	// InDoubt counts the tenant's in-doubt charges (InDoubtCharges), and
+	// InDoubtMicros sums them: delivered or not, nobody knows, and
+	// nothing is charged until an operator decides.
+	InDoubt       int64 `json:"in_doubt,omitempty"`
+	InDoubtMicros int64 `json:"in_doubt_micros,omitempty"`
 }
 
 // AvailableMicros is what new holds may still take: balance − reserved.
@@ -54,6 +59,12 @@ const (
 	ActionTopUp        = "wallet.topup"
 	ActionKeyAdd       = "key.add"
 	ActionKeyRevoke    = "key.revoke"
+	// ActionAdjust is an operator's correction of a balance (Adjust).
+	ActionAdjust = "wallet.adjust"
+	// ActionResolveCharge and ActionResolveRelease decide an in-doubt
+	// charge (ResolveInDoubt).
+	ActionResolveCharge  = "in_doubt.charge"
+	ActionResolveRelease = "in_doubt.release"
 )
 
 // CreateTenant creates a tenant with an empty wallet in the store's
@@ -83,12 +94,14 @@ func (s *Store) CreateTenant(ctx context.Context, name, actor string) (Tenant, e
 	return Tenant{Name: name, Currency: s.currency, CreatedAt: fromMicros(micros(now))}, nil
 }
 
-const tenantColumns = `name, currency, balance_micros, reserved_micros, created_us`
+const tenantColumns = `name, currency, balance_micros, reserved_micros, created_us,
+	(SELECT COUNT(*) FROM in_doubt d WHERE d.tenant = tenants.name),
+	(SELECT COALESCE(CAST(SUM(d.amount_micros) AS BIGINT), 0) FROM in_doubt d WHERE d.tenant = tenants.name)`
 
 func scanTenant(row interface{ Scan(...any) error }) (Tenant, error) {
 	var t Tenant
 	var created int64
-	err := row.Scan(&t.Name, &t.Currency, &t.BalanceMicros, &t.ReservedMicros, &created)
+	err := row.Scan(&t.Name, &t.Currency, &t.BalanceMicros, &t.ReservedMicros, &created, &t.InDoubt, &t.InDoubtMicros)
 	t.CreatedAt = fromMicros(created)
 	return t, err
 }
@@ -130,18 +143,8 @@ func (s *Store) TopUp(ctx context.Context, tenant string, amountMicros int64, ac
 	}
 	var balance int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx,
-			`UPDATE tenants SET balance_micros = balance_micros + $2 WHERE name = $1 RETURNING balance_micros`,
-			tenant, amountMicros).Scan(&balance)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("tenant %q: %w", tenant, ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO ledger (tenant, time_us, kind, amount_micros, balance_micros) VALUES ($1, $2, $3, $4, $5)`,
-			tenant, micros(s.now()), KindTopUp, amountMicros, balance); err != nil {
+		var err error
+		if balance, err = s.move(ctx, tx, tenant, KindTopUp, amountMicros); err != nil {
 			return err
 		}
 		return s.audit(ctx, tx, actor, ActionTopUp, tenant,

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 )
@@ -14,10 +12,12 @@ import (
 // Kind is a ledger row's kind.
 type Kind string
 
-// The two kinds of ledger rows.
+// The kinds of ledger rows.
 const (
 	KindTopUp  Kind = "topup"
 	KindCharge Kind = "charge"
+	// KindAdjust is an operator's correction (Adjust), either sign.
+	KindAdjust Kind = "adjust"
 )
 
 // Hold reserves AmountMicros of Tenant's wallet for request RequestID
@@ -71,6 +71,12 @@ type LedgerEntry struct {
 	InputTokens   int64 `json:"input_tokens,omitempty"`
 	OutputTokens  int64 `json:"output_tokens,omitempty"`
 	Estimated     bool  `json:"estimated,omitempty"`
+	// HeldMicros is the hold a charge released (0: none, or it had
+	// expired): what the charge ran over it by is its overrun.
+	HeldMicros int64 `json:"held_micros,omitempty"`
+	// ReservedMicros is the tenant's reservation after this row, so
+	// balance − reserved (what new holds may take) is known at every row.
+	ReservedMicros int64 `json:"reserved_micros"`
 }
 
 // Hold reserves h.AmountMicros (≥ 0) of the tenant's wallet with one
@@ -158,30 +164,7 @@ func (s *Store) Settle(ctx context.Context, c Charge) (Settlement, error) {
 			return invalid("request %q was held for tenant %q, charged to %q", c.RequestID, holdTenant, c.Tenant)
 		}
 		held = amount
-		err = tx.QueryRowContext(ctx,
-			`UPDATE tenants SET balance_micros = balance_micros - $2, reserved_micros = reserved_micros - $3
-			 WHERE name = $1 RETURNING balance_micros`,
-			c.Tenant, c.AmountMicros, held).Scan(&entry.BalanceMicros)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("tenant %q: %w", c.Tenant, ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		// Written while the tenant's row is locked, so ledger ids follow
-		// the order of the balances they record.
-		var id int64
-		err = tx.QueryRowContext(ctx,
-			`INSERT INTO ledger (tenant, time_us, kind, request_id, model, amount_micros, balance_micros,
-			                     input_tokens, output_tokens, estimated)
-			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-			 ON CONFLICT (request_id) DO NOTHING RETURNING id`,
-			c.Tenant, micros(entry.Time), KindCharge, c.RequestID, c.Model, entry.AmountMicros,
-			entry.BalanceMicros, c.InputTokens, c.OutputTokens, c.Estimated).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errDuplicate
-		}
-		return err
+		return s.charge(ctx, tx, &entry, held)
 	})
 	if errors.Is(err, errDuplicate) {
 		return s.settled(ctx, c.RequestID)
@@ -190,6 +173,43 @@ func (s *Store) Settle(ctx context.Context, c Charge) (Settlement, error) {
 		return Settlement{}, err
 	}
 	return Settlement{Entry: entry, HeldMicros: held}, nil
+}
+
+// charge applies the charge entry describes (AmountMicros negative) inside
+// tx, after its hold of held micro-units was deleted: the balance and the
+// reservation, the ledger row (errDuplicate when the request was charged
+// already) and the end of any in-doubt row of the request (its charge is
+// final now). It fills in the balance and reservation after it.
+func (s *Store) charge(ctx context.Context, tx *sql.Tx, entry *LedgerEntry, held int64) error {
+	err := tx.QueryRowContext(ctx,
+		`UPDATE tenants SET balance_micros = balance_micros + $2, reserved_micros = reserved_micros - $3
+		 WHERE name = $1 RETURNING balance_micros, reserved_micros`,
+		entry.Tenant, entry.AmountMicros, held).Scan(&entry.BalanceMicros, &entry.ReservedMicros)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("tenant %q: %w", entry.Tenant, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	entry.HeldMicros = held
+	// Written while the tenant's row is locked, so ledger ids follow the
+	// order of the balances they record.
+	var id int64
+	err = tx.QueryRowContext(ctx,
+		`INSERT INTO ledger (tenant, time_us, kind, request_id, model, amount_micros, balance_micros,
+		                     input_tokens, output_tokens, estimated, held_micros, reserved_micros)
+		 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		 ON CONFLICT (request_id) DO NOTHING RETURNING id`,
+		entry.Tenant, micros(entry.Time), KindCharge, entry.RequestID, entry.Model, entry.AmountMicros,
+		entry.BalanceMicros, entry.InputTokens, entry.OutputTokens, entry.Estimated, held, entry.ReservedMicros).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errDuplicate
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `DELETE FROM in_doubt WHERE request_id = $1`, entry.RequestID)
+	return err
 }
 
 // settled answers a duplicate Settle: any hold made again under the
@@ -242,41 +262,16 @@ func (s *Store) Release(ctx context.Context, requestID string) (bool, error) {
 
 // ExpireHolds releases every hold whose ExpiresAt is at or before now and
 // returns how many: the holds of a process that died (SIGKILL, a lost
-// node) before it settled or released them. Any replica may call it
-// periodically; concurrent calls release each hold once.
+// node) before it settled or released them. A hold marked delivering
+// (MarkDelivering) is not charged and not forgotten: it becomes an
+// in-doubt row (InDoubtCharges) for an operator to resolve. Any replica may
+// call it periodically; concurrent calls release each hold once.
 func (s *Store) ExpireHolds(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		n = 0
-		rows, err := tx.QueryContext(ctx,
-			`DELETE FROM holds WHERE expires_us <= $1 RETURNING tenant, amount_micros`, micros(now))
-		if err != nil {
-			return err
-		}
-		freed := map[string]int64{}
-		for rows.Next() {
-			var tenant string
-			var amount int64
-			if err := rows.Scan(&tenant, &amount); err != nil {
-				rows.Close()
-				return err
-			}
-			freed[tenant] += amount
-			n++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		// Tenants in name order: two expiries lock them in the same order.
-		for _, tenant := range slices.Sorted(maps.Keys(freed)) {
-			if _, err := tx.ExecContext(ctx,
-				`UPDATE tenants SET reserved_micros = reserved_micros - $2 WHERE name = $1`,
-				tenant, freed[tenant]); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		n, _, err = s.expire(ctx, tx, now)
+		return err
 	})
 	if err != nil {
 		return 0, err
@@ -285,14 +280,14 @@ func (s *Store) ExpireHolds(ctx context.Context, now time.Time) (int, error) {
 }
 
 const ledgerColumns = `time_us, tenant, kind, COALESCE(request_id, ''), model, amount_micros, balance_micros,
-	input_tokens, output_tokens, estimated`
+	input_tokens, output_tokens, estimated, held_micros, reserved_micros`
 
 func scanLedger(row interface{ Scan(...any) error }) (LedgerEntry, error) {
 	var e LedgerEntry
 	var us int64
 	var kind string
 	err := row.Scan(&us, &e.Tenant, &kind, &e.RequestID, &e.Model, &e.AmountMicros, &e.BalanceMicros,
-		&e.InputTokens, &e.OutputTokens, &e.Estimated)
+		&e.InputTokens, &e.OutputTokens, &e.Estimated, &e.HeldMicros, &e.ReservedMicros)
 	e.Time, e.Kind = fromMicros(us), Kind(kind)
 	return e, err
 }

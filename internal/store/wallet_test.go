@@ -127,7 +127,7 @@ func TestHoldSettleRelease(t *testing.T) {
 			}
 			want := Settlement{HeldMicros: 4_000, Entry: LedgerEntry{
 				Time: e.clock.Now().Truncate(time.Microsecond), Tenant: e.tenant, Kind: KindCharge, RequestID: e.tenant + "/r1",
-				Model: "gpt-4o-mini", AmountMicros: -2_500, BalanceMicros: 7_500, InputTokens: 12, OutputTokens: 34}}
+				Model: "gpt-4o-mini", AmountMicros: -2_500, BalanceMicros: 7_500, InputTokens: 12, OutputTokens: 34, HeldMicros: 4_000}}
 			if got != want {
 				t.Fatalf("Settle = %+v\nwant     %+v", got, want)
 			}
