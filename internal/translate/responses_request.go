@@ -458,13 +458,13 @@ func convertResponsesInput(v json.RawMessage, opt ToMessagesOptions, out *anRequ
 	if len(out.Messages) == 0 {
 		return invalid(CodeInvalidRequest, "input", "input must contain at least one user or assistant item with content")
 	}
-	trimPrefill(out, drop)
+	trimPrefill(out, drop, "input[].content.trailing_whitespace")
 	return nil
 }
 
 // trimPrefill: a final assistant turn is a prefill, which Anthropic refuses
 // when it ends in whitespace.
-func trimPrefill(out *anRequest, drop dropped) {
+func trimPrefill(out *anRequest, drop dropped, name string) {
 	last := &out.Messages[len(out.Messages)-1]
 	if last.Role != "assistant" {
 		return
@@ -474,7 +474,7 @@ func trimPrefill(out *anRequest, drop dropped) {
 		return
 	}
 	if t := strings.TrimRight(b.Text, " \t\r\n"); t != b.Text {
-		drop.add("input[].content.trailing_whitespace")
+		drop.add(name)
 		b.Text = t
 		if t == "" {
 			last.Content = last.Content[:len(last.Content)-1]
@@ -487,21 +487,7 @@ func trimPrefill(out *anRequest, drop dropped) {
 
 // respParts reads a message's content: a string is one input_text part.
 func respParts(v json.RawMessage, param string) ([]respPart, *Error) {
-	if isNull(v) {
-		return nil, nil
-	}
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		if s == "" {
-			return nil, nil
-		}
-		return []respPart{{Type: "input_text", Text: s}}, nil
-	}
-	var parts []respPart
-	if err := json.Unmarshal(v, &parts); err != nil {
-		return nil, invalid(CodeInvalidRequest, param, "content must be a string or an array of content parts")
-	}
-	return parts, nil
+	return contentParts(v, param, func(s string) respPart { return respPart{Type: "input_text", Text: s} })
 }
 
 func respUserBlock(part respPart, param string, opt ToMessagesOptions, drop dropped) (*anBlock, *Error) {
@@ -602,18 +588,7 @@ func convertResponsesTools(tools []respTool, choice json.RawMessage, parallel *b
 		}
 		out.ToolChoice = tc
 	}
-	if parallel != nil && !*parallel {
-		if out.ToolChoice == nil {
-			out.ToolChoice = &anToolChoice{Type: "auto"}
-		}
-		if out.ToolChoice.Type != "none" {
-			out.ToolChoice.DisableParallelToolUse = true
-		}
-	}
-	if len(out.Tools) == 0 && out.ToolChoice != nil {
-		out.ToolChoice = nil // Anthropic refuses a tool_choice without tools
-		drop.add("tool_choice")
-	}
+	finishToolChoice(parallel, out, drop)
 	return nil
 }
 
@@ -632,17 +607,8 @@ func toolSchema(v json.RawMessage, param string) (json.RawMessage, *Error) {
 // respToolChoice: "auto", "none", "required", or {"type":"function",
 // "name":…} (Responses names the function at the top level).
 func respToolChoice(v json.RawMessage) (*anToolChoice, *Error) {
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		switch s {
-		case "auto":
-			return &anToolChoice{Type: "auto"}, nil
-		case "none":
-			return &anToolChoice{Type: "none"}, nil
-		case "required":
-			return &anToolChoice{Type: "any"}, nil
-		}
-		return nil, invalid(CodeInvalidRequest, "tool_choice", "tool_choice must be auto, none, required or a named function")
+	if tc, ok, err := toolChoiceWord(v); ok {
+		return tc, err
 	}
 	var o struct {
 		Type string `json:"type"`
