@@ -413,20 +413,25 @@ func convertChatMessages(msgs []chatMessage, opt ToMessagesOptions, out *anReque
 			drop.add("messages[].empty") // Anthropic refuses empty turns
 			continue
 		}
-		// Anthropic requires alternating roles: consecutive turns of one
-		// role (several tool results, a tool result then the user's text)
-		// are one turn. tool_result blocks stay first, as required.
-		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
-			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
-			continue
-		}
-		out.Messages = append(out.Messages, anMessage{Role: role, Content: blocks})
+		appendTurn(out, role, blocks)
 	}
 	if len(out.Messages) == 0 {
 		return invalid(CodeInvalidRequest, "messages", "messages must contain at least one user or assistant message with content")
 	}
 	trimPrefill(out, drop, "messages[].content.trailing_whitespace")
 	return nil
+}
+
+// appendTurn adds a turn of role. Anthropic requires alternating roles:
+// consecutive turns of one role (several tool results, a tool result then
+// the user's text, a message then its function calls) are one turn;
+// tool_result blocks stay first, as required.
+func appendTurn(out *anRequest, role string, blocks []anBlock) {
+	if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
+		out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
+		return
+	}
+	out.Messages = append(out.Messages, anMessage{Role: role, Content: blocks})
 }
 
 // chatParts reads a content value: a string is one text part.

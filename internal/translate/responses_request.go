@@ -447,13 +447,7 @@ func convertResponsesInput(v json.RawMessage, opt ToMessagesOptions, out *anRequ
 			drop.add("input[].empty") // Anthropic refuses empty turns
 			continue
 		}
-		// Consecutive items of one role (a message then its function
-		// calls, several outputs) are one turn, as Anthropic requires.
-		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
-			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
-			continue
-		}
-		out.Messages = append(out.Messages, anMessage{Role: role, Content: blocks})
+		appendTurn(out, role, blocks)
 	}
 	if len(out.Messages) == 0 {
 		return invalid(CodeInvalidRequest, "input", "input must contain at least one user or assistant item with content")
