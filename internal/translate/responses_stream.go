@@ -385,8 +385,15 @@ func (s *MessagesToResponsesStream) End(dst []byte) ([]byte, bool) {
 // event with code upstream_stream_interrupted (the SDKs raise it), then
 // response.failed with the same error and the output delivered so far —
 // never a response.completed.
+//
+// A response already completed (its stop reason came, then the stream
+// failed before message_stop) gets nothing: no event may follow the
+// terminal one, and the answer it closed is whole.
 func (s *MessagesToResponsesStream) Interrupt(dst []byte, msg string) []byte {
 	const code = "upstream_stream_interrupted"
+	if s.finished {
+		return dst
+	}
 	dst = s.start(dst)
 	dst = s.open(dst, "error")
 	dst = append(dst, `,"code":"`+code+`","message":`...)

@@ -105,6 +105,32 @@ func TestResponsesNativeOnly(t *testing.T) {
 	}
 }
 
+// TestInterruptAfterTerminal: a stream that failed after its stop reason
+// (response.completed already sent) gets no event after the terminal one;
+// one cut before it ends with error and response.failed.
+func TestInterruptAfterTerminal(t *testing.T) {
+	events := sseEvents(t, readFile(t, "stream_toresponses/max_tokens.sse"))
+	s := NewMessagesToResponsesStream(created)
+	var out []byte
+	for _, f := range events[:len(events)-1] { // up to message_delta
+		out, _ = s.Event(out, f.Event, f.Data)
+	}
+	if tail := s.Interrupt(nil, "cut"); len(tail) != 0 {
+		t.Fatalf("after response.incomplete: %s", tail)
+	}
+	s = NewMessagesToResponsesStream(created)
+	for _, f := range events[:4] { // text started, no stop reason
+		out, _ = s.Event(out[:0], f.Event, f.Data)
+	}
+	tail := s.Interrupt(nil, "cut")
+	if evs := sseEvents(t, tail); len(evs) != 2 || evs[0].Event != "error" || evs[1].Event != "response.failed" {
+		t.Fatalf("cut stream ends with %s", tail)
+	}
+	if again := s.Interrupt(nil, "cut"); len(again) != 0 {
+		t.Fatalf("a second interrupt wrote %s", again)
+	}
+}
+
 func TestThinkingAllowed(t *testing.T) {
 	for model, want := range map[string]bool{
 		"claude-sonnet-4-5-20250929":                    true,
