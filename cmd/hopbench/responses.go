@@ -92,4 +92,17 @@ func (r *results) renderTranslatingResponses(p printer) {
 			fmtRatio(ratio(mx, targetTranslatingResponses, targetTranslating, rpsOf)), ratioRounds(mx, targetTranslatingResponses, targetTranslating, rpsOf))
 	}
 	p("")
+	per := map[string]microBench{}
+	for _, b := range r.micro.benches {
+		if b.pkg == "internal/translate" {
+			per[b.name] = b
+		}
+	}
+	chat, ok1 := per["BenchmarkMessagesToChatStreamTextDelta"]
+	resp, ok2 := per["BenchmarkMessagesToResponsesStreamTextDelta"]
+	if ok1 && ok2 && chat.nsPerOp > 0 {
+		p("Per text delta (*Go micro-benchmarks* below): %s ns and %.0f allocations to a Responses event, %s ns and %.0f to a chat chunk (%.2f×).",
+			fmtNs(resp.nsPerOp), resp.allocsPerOp, fmtNs(chat.nsPerOp), chat.allocsPerOp, resp.nsPerOp/chat.nsPerOp)
+		p("")
+	}
 }
