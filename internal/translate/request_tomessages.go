@@ -257,18 +257,7 @@ func ChatToMessages(body []byte, opt ToMessagesOptions) (Request, error) {
 	if out.MaxTokens < 1 {
 		return Request{}, invalid(CodeInvalidRequest, "max_tokens", "max_tokens must be at least 1")
 	}
-	if out.Temperature != nil && *out.Temperature > 1 {
-		// Anthropic's range is 0..1, OpenAI's 0..2: the most random
-		// setting Anthropic has is the closest meaning.
-		one := 1.0
-		out.Temperature = &one
-		drop.add("temperature>1")
-	}
-	if out.Temperature != nil && out.TopP != nil {
-		// Recent Claude models refuse both at once; OpenAI advises one.
-		out.TopP = nil
-		drop.add("top_p")
-	}
+	samplingToMessages(&out, drop)
 
 	if len(msgs) == 0 {
 		return Request{}, invalid(CodeInvalidRequest, "messages", "messages must be a non-empty array")
@@ -285,6 +274,22 @@ func ChatToMessages(body []byte, opt ToMessagesOptions) (Request, error) {
 	res.Body = marshal(out)
 	res.Dropped = drop.list()
 	return res, nil
+}
+
+// samplingToMessages fits OpenAI's temperature and top_p to Anthropic's.
+func samplingToMessages(out *anRequest, drop dropped) {
+	if out.Temperature != nil && *out.Temperature > 1 {
+		// Anthropic's range is 0..1, OpenAI's 0..2: the most random
+		// setting Anthropic has is the closest meaning.
+		one := 1.0
+		out.Temperature = &one
+		drop.add("temperature>1")
+	}
+	if out.Temperature != nil && out.TopP != nil {
+		// Recent Claude models refuse both at once; OpenAI advises one.
+		out.TopP = nil
+		drop.add("top_p")
+	}
 }
 
 func stopSequences(v json.RawMessage, dst *[]string) *Error {

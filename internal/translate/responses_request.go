@@ -318,15 +318,7 @@ func ResponsesToMessages(body []byte, opt ResponsesOptions) (Request, error) {
 	if out.MaxTokens < 1 {
 		return Request{}, invalid(CodeInvalidRequest, "max_output_tokens", "max_output_tokens must be at least 1")
 	}
-	if out.Temperature != nil && *out.Temperature > 1 {
-		one := 1.0 // Anthropic's range is 0..1, OpenAI's 0..2
-		out.Temperature = &one
-		drop.add("temperature>1")
-	}
-	if out.Temperature != nil && out.TopP != nil {
-		out.TopP = nil // recent Claude models refuse both at once
-		drop.add("top_p")
-	}
+	samplingToMessages(&out.anRequest, drop)
 	if instr != "" {
 		out.System = append(out.System, anBlock{Type: "text", Text: instr})
 	}
