@@ -63,6 +63,9 @@ type call struct {
 	retryAfter time.Duration // soonest Retry-After of a failed hop
 	timedOut   bool          // the gate committed on its timeout (trace kept)
 	usage      Usage         // reported by the hop that served the answer
+	// native: a Responses field only the OpenAI family serves, for a walk
+	// that skips Anthropic-family entries (responses.go); "" for most.
+	native string
 	// ans is what Start returns; a committed stream (ans.open) is passed
 	// on from the caller's frame (pump.go), and the walk is over once it
 	// is open.
@@ -243,6 +246,7 @@ func (c *call) run() {
 			models = append(models, m)
 		}
 	}
+	c.native = nativeOnly(c.req, models)
 	contextFallbackUsed := false
 	var last *classify.HopError
 	var skips []skipped
@@ -307,6 +311,10 @@ func (c *call) walkChain(m *config.Model, skips []skipped) (last *classify.HopEr
 	for _, entry := range chainOrder(c, m) {
 		if c.stop.err() != nil {
 			return c.ctxError(), skips, tried
+		}
+		if c.native != "" && config.AnthropicFamily(entry.Channel.Provider) {
+			c.steps = append(c.steps, unsupportedStep(entry))
+			continue
 		}
 		br := c.e.breakerFor(entry.Channel)
 		ticket, ok := br.Allow()
@@ -389,7 +397,7 @@ func (c *call) hop(m *config.Model, entry config.Entry, try int) *classify.HopEr
 func (a *attempt) finish(err *classify.HopError) *classify.HopError {
 	a.end(err)
 	if err != nil && err.Kind == classify.KindCut && !a.c.rw.aborted {
-		a.c.afterCut(a.m, a.entry, a.why)
+		a.c.afterCut(a.m, a.entry, a.why, a.codec)
 	}
 	if err != nil && err.Kind == classify.KindShutdown {
 		a.c.rw.interrupt(shutdownFrame(a.c.req, a.c.requestID))
@@ -403,12 +411,12 @@ func (c *call) over() bool { return c.rw.written || c.ans.open }
 
 // afterCut continues a committed stream that was cut, or ends it with the
 // in-band error frame: a rejected continuation never masks the failure.
-func (c *call) afterCut(m *config.Model, entry config.Entry, why string) {
+func (c *call) afterCut(m *config.Model, entry config.Entry, why string, k codec) {
 	if m.Policy.MidStream == config.MidStreamResume && !c.rw.toolCalls && !c.e.streams.isClosing() && c.resume(m, entry) {
 		c.rw.outcome = OutcomeFailoverOK
 		return
 	}
-	c.rw.interrupt(interruptFrame(c.req, c.requestID, "channel "+entry.Channel.ID+": "+why+"; the answer above is incomplete"))
+	c.rw.interrupt(cutFrame(c.req, c.requestID, k, "channel "+entry.Channel.ID+": "+why+"; the answer above is incomplete"))
 }
 
 // recordBreaker feeds a hop's result to the breaker (DESIGN.md §3 effects).

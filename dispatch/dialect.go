@@ -106,6 +106,9 @@ func (d *dialect) translateRequest(body []byte) ([]byte, error) {
 	if cloud {
 		o.Model = "" // in the URL
 	}
+	if d.req.Events == ResponsesEvents {
+		return d.translateResponses(body, o)
+	}
 	tr, err := translate.ChatToMessages(body, o)
 	if err != nil {
 		return nil, err
@@ -152,6 +155,8 @@ func (d *dialect) answerBody(resp *http.Response, b []byte) ([]byte, gate.Info, 
 	switch {
 	case d.cross && d.anthropicClient():
 		return translate.ChatCompletionToMessage(b)
+	case d.cross && d.req.Events == ResponsesEvents:
+		return translate.MessageToResponse(b, d.now().Unix())
 	case d.cross:
 		return translate.MessageToChatCompletion(b, d.now().Unix())
 	case d.up.Anthropic():
@@ -187,6 +192,8 @@ func (d *dialect) newCodec() codec {
 		return &messagesCodec{}
 	case d.anthropicClient():
 		return &toMessagesCodec{t: translate.NewChatToMessagesStream()}
+	case anthropic && d.req.Events == ResponsesEvents:
+		return &toResponsesCodec{t: translate.NewMessagesToResponsesStream(d.now().Unix())}
 	case anthropic:
 		return &toChatCodec{t: translate.NewMessagesToChatStream(translate.ChatStreamOptions{
 			IncludeUsage: d.req.Fields.IncludeUsage, Created: d.now().Unix(),

@@ -91,7 +91,7 @@ func TestQuickRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, section := range []string{"## Targets", "## Throughput", "## Latency", "## Time to first token",
-		"## Translating path", "| stream-50-frames | https/h2 |", "upstream over https/h1 (completion-1KB)", "TLS connections accepted",
+		"## Translating path", "responses / chat", "| translating-responses |", "| stream-50-frames | https/h2 |", "upstream over https/h1 (completion-1KB)", "TLS connections accepted",
 		"## Failover paths", "## Memory per idle stream", "## Trace export", "## Go micro-benchmarks",
 		"Over the bare proxy (the performance round's targets", "more RSS than the proxy per idle stream",
 		"`healthy_sample_ratio: 0.1` (completion-1KB)", "time to first token ≤ 300 µs over the proxy",

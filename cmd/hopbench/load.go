@@ -26,6 +26,8 @@ type target struct {
 	pid    int    // process serving it (RSS), 0 if not ours
 	admin  string // a hopgate's admin listener (its /metrics), "" for others
 	pprof  string // a hopgate's pprof listener, "" for others
+	// responses: the target speaks OpenAI's Responses API (responses.go).
+	responses bool
 }
 
 // workload is what a request asks for.
@@ -98,7 +100,7 @@ func (m attackMode) String() string {
 
 // attack runs vegeta against t for d and checks every answer.
 func attack(t target, wl workload, m attackMode, d time.Duration) sample {
-	body := requestBody(t.model, wl.stream)
+	body := t.body(wl.stream)
 	tg := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodPost, URL: t.url, Body: body, Header: t.header})
 	opts := []func(*vegeta.Attacker){vegeta.KeepAlive(true), vegeta.HTTP2(false), vegeta.Timeout(30 * time.Second),
 		vegeta.Redirects(vegeta.NoFollow)}
@@ -118,7 +120,7 @@ func attack(t target, wl workload, m attackMode, d time.Duration) sample {
 		if e := r.End(); e.After(last) {
 			last = e
 		}
-		if msg := checkAnswer(r.Code, r.Error, r.Body, wl.stream); msg != "" {
+		if msg := t.check(r.Code, r.Error, r.Body, wl.stream); msg != "" {
 			s.errors[msg]++
 			continue
 		}
@@ -173,7 +175,7 @@ var firstContent = []byte(`"content":"tok`)
 // for d; each records the time from sending to reading the first content
 // frame, then reads the stream to its end.
 func ttft(c *http.Client, t target, workers int, d time.Duration) sample {
-	body := requestBody(t.model, true)
+	body := t.body(true)
 	var mu sync.Mutex
 	s := sample{errors: map[string]int{}}
 	deadline := time.Now().Add(d)
@@ -230,7 +232,7 @@ func oneTTFT(c *http.Client, t target, body []byte) (time.Duration, error) {
 	var last []byte
 	for {
 		line, err := br.ReadSlice('\n')
-		if first == 0 && bytes.Contains(line, firstContent) {
+		if first == 0 && bytes.Contains(line, t.firstContent()) {
 			first = time.Since(start)
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
@@ -246,7 +248,7 @@ func oneTTFT(c *http.Client, t target, body []byte) (time.Duration, error) {
 	if first == 0 {
 		return 0, fmt.Errorf("no content frame")
 	}
-	if !bytes.HasPrefix(last, []byte("data: [DONE]")) {
+	if !t.streamEnd(last) {
 		return 0, fmt.Errorf("stream without [DONE]")
 	}
 	return first, nil

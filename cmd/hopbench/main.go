@@ -195,6 +195,8 @@ type world struct {
 	// translating is the measured hopgate on its Anthropic channel.
 	tlsTargets  []target
 	translating target
+	// translatingResponses: the same on /v1/responses (responses.go).
+	translatingResponses target
 	// variants: hopgate differing in one setting (throughput and completion
 	// latency rounds), and their processes.
 	variants    []target
@@ -264,7 +266,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	w.logf("warm-up")
 	warm := append(w.targets[:len(w.targets):len(w.targets)], w.variants...)
-	for _, t := range append(warm, w.translating) {
+	for _, t := range append(warm, w.translating, w.translatingResponses) {
 		for _, wl := range []workload{wlComplete, wlStream} {
 			w.count(t, wl, attack(t, wl, attackMode{workers: o.workers}, o.duration/3))
 		}
@@ -285,7 +287,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	for _, wl := range []workload{wlComplete, wlStream} {
 		w.logf("throughput at %s, %s", maxMode, wl.name)
 		ts := append(w.targets[:len(w.targets):len(w.targets)], w.variants...)
-		res.throughput[wl.name] = w.rounds(append(ts, w.translating), wl, maxMode, func(round int, t target, d time.Duration) func() {
+		res.throughput[wl.name] = w.rounds(append(ts, w.translating, w.translatingResponses), wl, maxMode, func(round int, t target, d time.Duration) func() {
 			if o.profileDir == "" || round != 0 || t.pprof == "" {
 				return nil
 			}
@@ -313,8 +315,8 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 
 	w.logf("time to first token, %d concurrent streams", o.ttftWorkers)
-	ttftTargets := append(w.targets[:len(w.targets):len(w.targets)], w.translating)
-	res.ttft = newMatrix(attackMode{workers: uint64(o.ttftWorkers)}, wlStream, append(slices.Clone(res.targets), targetTranslating))
+	ttftTargets := append(w.targets[:len(w.targets):len(w.targets)], w.translating, w.translatingResponses)
+	res.ttft = newMatrix(attackMode{workers: uint64(o.ttftWorkers)}, wlStream, append(slices.Clone(res.targets), targetTranslating, targetTranslatingResponses))
 	for range o.rounds {
 		for _, t := range w.shuffled(ttftTargets) {
 			time.Sleep(o.settle)
@@ -395,6 +397,7 @@ func (w *world) start() error {
 	w.targets = []target{direct, proxy, w.hopgate}
 	w.translating = w.hopgate
 	w.translating.name, w.translating.model = targetTranslating, modelAnthropic
+	w.translatingResponses = responsesTarget(w.translating)
 	hgH1, hgH2 := w.hopgate, w.hopgate
 	hgH1.name, hgH1.model = targetHopgateH1, modelH1
 	hgH2.name, hgH2.model = targetHopgateH2, modelH2

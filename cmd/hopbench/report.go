@@ -373,7 +373,7 @@ func (r *results) renderThroughput(p printer) {
 	var targets, variants []string
 	if mxs[0] != nil {
 		for _, t := range mxs[0].targets {
-			if t == targetTranslating {
+			if t == targetTranslating || t == targetTranslatingResponses {
 				continue // its own section
 			}
 			if strings.HasPrefix(t, "hopgate-") {
@@ -710,6 +710,7 @@ func (r *results) renderTranslating(p printer) {
 			ratioRounds(mx, targetTranslating, "hopgate", rpsOf), fmtRatio(ratio(mx, targetTranslating, "proxy", rpsOf)))
 	}
 	p("")
+	r.renderTranslatingResponses(p)
 	if mx := r.ttft; mx != nil && len(mx.by[targetTranslating]) > 0 {
 		p("Time to first token, %d concurrent streams (the rounds of the time-to-first-token table):", mx.mode.workers)
 		p("")
@@ -719,6 +720,11 @@ func (r *results) renderTranslating(p printer) {
 		p("| %s | %s | %s | %s%s | %s |", targetTranslating, fmtUS(med(mx, targetTranslating, p50us)), fmtUS(med(mx, targetTranslating, p99us)),
 			fmtSignedUS(added(mx, targetTranslating, "hopgate", p50us)), addedRounds(mx, targetTranslating, "hopgate", p50us),
 			fmtSignedUS(added(mx, targetTranslating, "hopgate", p99us)))
+		if len(mx.by[targetTranslatingResponses]) > 0 {
+			p("| %s | %s | %s | %s%s | %s |", targetTranslatingResponses, fmtUS(med(mx, targetTranslatingResponses, p50us)),
+				fmtUS(med(mx, targetTranslatingResponses, p99us)), fmtSignedUS(added(mx, targetTranslatingResponses, "hopgate", p50us)),
+				addedRounds(mx, targetTranslatingResponses, "hopgate", p50us), fmtSignedUS(added(mx, targetTranslatingResponses, "hopgate", p99us)))
+		}
 		p("")
 	}
 	for _, b := range r.micro.benches {

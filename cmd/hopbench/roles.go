@@ -58,7 +58,7 @@ const benchKey = "sk-hopbench-0123456789"
 //	skip   [dead, up]         dead is open (L1): skipped before anything is sent
 //	fail1  [flaky, up]        flaky answers 503: one failed hop, then up
 //	stall  [stall]            the idle-stream test
-//	bench-anthropic [claude]  the translating path: an Anthropic channel
+//	bench-anthropic [claude]  the translating paths: an Anthropic channel (chat and responses)
 //	bench-h1 [up-h1]          the plain path over HTTPS, HTTP/1.1 (tls.go)
 //	bench-h2 [up-h2]          the plain path over HTTPS, HTTP/2
 const (
@@ -122,6 +122,7 @@ channels:
       - {channel: stall, upstream_model: bench, price: {input: 1, output: 1}}
   - name: %[8]s
     max_tokens_default: 256
+    operations: [chat, responses]
     chain:
       - {channel: claude, upstream_model: bench, price: {input: 1, output: 1}}
 %[10]s`, hex.EncodeToString(sum[:]), up, modelBench, modelSkip, modelFail1, modelStall, adminPort, modelAnthropic,

@@ -237,7 +237,7 @@
 //	max_tokens_default int ≥ 1    required when the chain has an anthropic, bedrock or vertex
 //	                              channel: sent to them when an OpenAI client gives no max_tokens
 //	                              (Anthropic requires it; never a silently small constant). Such a
-//	                              model serves chat only.
+//	                              model serves chat and responses only.
 //	price             mapping     {input, output}: the list price tenants pay per 1M tokens, in the
 //	                              billing currency; default the cheapest chain entry's price
 //	reserve_output_tokens int ≥ 0 default billing.reserve_output_tokens

@@ -601,7 +601,7 @@ func vertexBaseURL(location string) string {
 
 // families checks what a model's chain can serve across provider families:
 // an Anthropic-family channel (anthropic, bedrock, vertex) serves chat
-// only, and needs the model's max_tokens_default, since an OpenAI client
+// and responses (translated, DESIGN §14) only, and needs the model's max_tokens_default, since an OpenAI client
 // may omit max_tokens and Anthropic's API requires it (a silently small
 // constant would truncate answers).
 func (p *parser) families(m *Model, rm *rawModel, ctx string) {
@@ -616,8 +616,8 @@ func (p *parser) families(m *Model, rm *rawModel, ctx string) {
 		return
 	}
 	for _, op := range m.Operations {
-		if op != OpChat {
-			p.errorf(rm.operations.node, "%s serves %q, but channel %q of its chain (provider %s) serves chat only",
+		if op != OpChat && op != OpResponses {
+			p.errorf(rm.operations.node, "%s serves %q, but channel %q of its chain (provider %s) serves chat and responses only",
 				ctx, op, anthropic.ID, anthropic.Provider)
 		}
 	}

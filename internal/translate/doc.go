@@ -5,7 +5,13 @@
 // (MessageToChatCompletion, ChatCompletionToMessage), streams both ways
 // (MessagesToChatStream, ChatToMessagesStream), upstream error bodies
 // (AnthropicErrorToOpenAI, OpenAIErrorToAnthropic, ContextLengthExceeded)
-// and the in-band interruption frame of each dialect.
+// and the in-band interruption frame of each dialect. OpenAI's Responses
+// API is translated one way, for an Anthropic-family channel (DESIGN.md
+// §14, the responses_*.go files): the request (ResponsesToMessages), the
+// answer (MessageToResponse) and the stream into Responses' typed events
+// (MessagesToResponsesStream, whose Interrupt ends a cut stream with the
+// error event and response.failed); ResponsesNativeOnly names what only
+// the OpenAI family can serve, for the walk to skip Anthropic entries.
 //
 // The request path uses it only across families: same family in and out is
 // passed through byte for byte and never reaches this package.

@@ -33,6 +33,8 @@ type Error struct {
 	Param   string // JSON path of the offending field, e.g. messages[2].content[0].image_url
 	Message string
 	kind    error // ErrInvalid or ErrUnsupported
+	// native: only the OpenAI family serves the field (ResponsesNativeOnly).
+	native bool
 }
 
 func (e *Error) Error() string {

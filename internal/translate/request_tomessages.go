@@ -257,18 +257,7 @@ func ChatToMessages(body []byte, opt ToMessagesOptions) (Request, error) {
 	if out.MaxTokens < 1 {
 		return Request{}, invalid(CodeInvalidRequest, "max_tokens", "max_tokens must be at least 1")
 	}
-	if out.Temperature != nil && *out.Temperature > 1 {
-		// Anthropic's range is 0..1, OpenAI's 0..2: the most random
-		// setting Anthropic has is the closest meaning.
-		one := 1.0
-		out.Temperature = &one
-		drop.add("temperature>1")
-	}
-	if out.Temperature != nil && out.TopP != nil {
-		// Recent Claude models refuse both at once; OpenAI advises one.
-		out.TopP = nil
-		drop.add("top_p")
-	}
+	samplingToMessages(&out, drop)
 
 	if len(msgs) == 0 {
 		return Request{}, invalid(CodeInvalidRequest, "messages", "messages must be a non-empty array")
@@ -285,6 +274,22 @@ func ChatToMessages(body []byte, opt ToMessagesOptions) (Request, error) {
 	res.Body = marshal(out)
 	res.Dropped = drop.list()
 	return res, nil
+}
+
+// samplingToMessages fits OpenAI's temperature and top_p to Anthropic's.
+func samplingToMessages(out *anRequest, drop dropped) {
+	if out.Temperature != nil && *out.Temperature > 1 {
+		// Anthropic's range is 0..1, OpenAI's 0..2: the most random
+		// setting Anthropic has is the closest meaning.
+		one := 1.0
+		out.Temperature = &one
+		drop.add("temperature>1")
+	}
+	if out.Temperature != nil && out.TopP != nil {
+		// Recent Claude models refuse both at once; OpenAI advises one.
+		out.TopP = nil
+		drop.add("top_p")
+	}
 }
 
 func stopSequences(v json.RawMessage, dst *[]string) *Error {
@@ -413,40 +418,35 @@ func convertChatMessages(msgs []chatMessage, opt ToMessagesOptions, out *anReque
 			drop.add("messages[].empty") // Anthropic refuses empty turns
 			continue
 		}
-		// Anthropic requires alternating roles: consecutive turns of one
-		// role (several tool results, a tool result then the user's text)
-		// are one turn. tool_result blocks stay first, as required.
-		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
-			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
-			continue
-		}
-		out.Messages = append(out.Messages, anMessage{Role: role, Content: blocks})
+		appendTurn(out, role, blocks)
 	}
 	if len(out.Messages) == 0 {
 		return invalid(CodeInvalidRequest, "messages", "messages must contain at least one user or assistant message with content")
 	}
-	// A final assistant turn is a prefill, which Anthropic refuses when it
-	// ends in whitespace.
-	last := &out.Messages[len(out.Messages)-1]
-	if last.Role == "assistant" {
-		if b := &last.Content[len(last.Content)-1]; b.Type == "text" {
-			if t := strings.TrimRight(b.Text, " \t\r\n"); t != b.Text {
-				drop.add("messages[].content.trailing_whitespace")
-				b.Text = t
-				if t == "" {
-					last.Content = last.Content[:len(last.Content)-1]
-					if len(last.Content) == 0 {
-						out.Messages = out.Messages[:len(out.Messages)-1]
-					}
-				}
-			}
-		}
-	}
+	trimPrefill(out, drop, "messages[].content.trailing_whitespace")
 	return nil
+}
+
+// appendTurn adds a turn of role. Anthropic requires alternating roles:
+// consecutive turns of one role (several tool results, a tool result then
+// the user's text, a message then its function calls) are one turn;
+// tool_result blocks stay first, as required.
+func appendTurn(out *anRequest, role string, blocks []anBlock) {
+	if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
+		out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
+		return
+	}
+	out.Messages = append(out.Messages, anMessage{Role: role, Content: blocks})
 }
 
 // chatParts reads a content value: a string is one text part.
 func chatParts(v json.RawMessage, param string) ([]chatPart, *Error) {
+	return contentParts(v, param, func(s string) chatPart { return chatPart{Type: "text", Text: s} })
+}
+
+// contentParts reads a content value of either OpenAI API: null or "" is
+// none, a string is one text part (text), else an array of parts.
+func contentParts[P any](v json.RawMessage, param string, text func(string) P) ([]P, *Error) {
 	if isNull(v) {
 		return nil, nil
 	}
@@ -455,9 +455,9 @@ func chatParts(v json.RawMessage, param string) ([]chatPart, *Error) {
 		if s == "" {
 			return nil, nil
 		}
-		return []chatPart{{Type: "text", Text: s}}, nil
+		return []P{text(s)}, nil
 	}
-	var parts []chatPart
+	var parts []P
 	if err := json.Unmarshal(v, &parts); err != nil {
 		return nil, invalid(CodeInvalidRequest, param, "content must be a string or an array of content parts")
 	}
@@ -568,15 +568,9 @@ func convertChatTools(tools []chatTool, choice json.RawMessage, parallel *bool, 
 		if t.Function.Name == "" {
 			return invalid(CodeInvalidRequest, p+".function.name", "a tool needs a name")
 		}
-		schema := t.Function.Parameters
-		if isNull(schema) {
-			schema = json.RawMessage(`{"type":"object","properties":{}}`)
-		} else {
-			var b bytes.Buffer
-			if json.Compact(&b, schema) != nil || bytes.TrimSpace(schema)[0] != '{' {
-				return invalid(CodeInvalidRequest, p+".function.parameters", "parameters must be a JSON Schema object")
-			}
-			schema = b.Bytes()
+		schema, err := toolSchema(t.Function.Parameters, p+".function.parameters")
+		if err != nil {
+			return err
 		}
 		if !isNull(t.Function.Strict) {
 			drop.add("tools[].function.strict")
@@ -590,6 +584,14 @@ func convertChatTools(tools []chatTool, choice json.RawMessage, parallel *bool, 
 		}
 		out.ToolChoice = tc
 	}
+	finishToolChoice(parallel, out, drop)
+	return nil
+}
+
+// finishToolChoice applies parallel_tool_calls: false to the choice, and
+// drops a choice without tools: Anthropic refuses one, and with no tools
+// it means nothing.
+func finishToolChoice(parallel *bool, out *anRequest, drop dropped) {
 	if parallel != nil && !*parallel {
 		if out.ToolChoice == nil {
 			out.ToolChoice = &anToolChoice{Type: "auto"}
@@ -599,26 +601,14 @@ func convertChatTools(tools []chatTool, choice json.RawMessage, parallel *bool, 
 		}
 	}
 	if len(out.Tools) == 0 && out.ToolChoice != nil {
-		// Anthropic refuses a tool_choice without tools; with no tools the
-		// choice means nothing.
 		out.ToolChoice = nil
 		drop.add("tool_choice")
 	}
-	return nil
 }
 
 func toolChoiceToMessages(v json.RawMessage) (*anToolChoice, *Error) {
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		switch s {
-		case "auto":
-			return &anToolChoice{Type: "auto"}, nil
-		case "none":
-			return &anToolChoice{Type: "none"}, nil
-		case "required":
-			return &anToolChoice{Type: "any"}, nil
-		}
-		return nil, invalid(CodeInvalidRequest, "tool_choice", "tool_choice must be auto, none, required or a named function")
+	if tc, ok, err := toolChoiceWord(v); ok {
+		return tc, err
 	}
 	var o struct {
 		Type     string `json:"type"`
@@ -633,6 +623,23 @@ func toolChoiceToMessages(v json.RawMessage) (*anToolChoice, *Error) {
 		return &anToolChoice{Type: "tool", Name: o.Function.Name}, nil
 	}
 	return nil, unsupported("tool_choice", "tool_choice of type "+strconvQuote(o.Type)+" cannot be translated")
+}
+
+// toolChoiceWord reads a tool_choice given as a string (either OpenAI
+// API): auto, none, or required (Anthropic's any); ok false when it is not
+// a string.
+func toolChoiceWord(v json.RawMessage) (_ *anToolChoice, ok bool, _ *Error) {
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return nil, false, nil
+	}
+	switch s {
+	case "auto", "none":
+		return &anToolChoice{Type: s}, true, nil
+	case "required":
+		return &anToolChoice{Type: "any"}, true, nil
+	}
+	return nil, true, invalid(CodeInvalidRequest, "tool_choice", "tool_choice must be auto, none, required or a named function")
 }
 
 func convertResponseFormat(v json.RawMessage, out *anRequest) *Error {

@@ -256,7 +256,11 @@ func (s *MessagesToChatStream) End(dst []byte) ([]byte, bool) {
 	return dst, false
 }
 
-func (s *MessagesToChatStream) mergeUsage(u *anUsageIn) {
+func (s *MessagesToChatStream) mergeUsage(u *anUsageIn) { mergeAnUsage(&s.usage, u) }
+
+// mergeAnUsage folds message_delta's usage into message_start's: each count
+// it carries replaces the earlier one.
+func mergeAnUsage(dst *anUsage, u *anUsageIn) {
 	if u == nil {
 		return
 	}
@@ -265,12 +269,12 @@ func (s *MessagesToChatStream) mergeUsage(u *anUsageIn) {
 			*dst = *v
 		}
 	}
-	set(&s.usage.InputTokens, u.InputTokens)
-	set(&s.usage.OutputTokens, u.OutputTokens)
-	set(&s.usage.CacheCreationInputTokens, u.CacheCreationInputTokens)
-	set(&s.usage.CacheReadInputTokens, u.CacheReadInputTokens)
+	set(&dst.InputTokens, u.InputTokens)
+	set(&dst.OutputTokens, u.OutputTokens)
+	set(&dst.CacheCreationInputTokens, u.CacheCreationInputTokens)
+	set(&dst.CacheReadInputTokens, u.CacheReadInputTokens)
 	if u.OutputTokensDetails != nil {
-		s.usage.OutputTokensDetails = u.OutputTokensDetails
+		dst.OutputTokensDetails = u.OutputTokensDetails
 	}
 }
 

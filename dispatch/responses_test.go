@@ -1,0 +1,300 @@
+package dispatch_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	oaoption "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// responsesConfig: Responses models whose chains fail over from an
+// OpenAI-family channel to each Anthropic-family one (oai's upstream model
+// names its fault), a Claude-only one, and one walking Anthropic first.
+const responsesConfig = `
+region: test-1
+auth: {mode: none}
+channels:
+  - {id: oai, provider: openai, base_url: "{{url:oai}}", api_key_env: CHANNEL_KEY, region: r-1}
+  - {id: an, provider: anthropic, base_url: "{{base:an}}", api_key_env: CHANNEL_KEY, region: r-3}
+  - {id: br, provider: bedrock, base_url: "{{base:br}}", region: us-east-1}
+  - {id: vx, provider: vertex, base_url: "{{base:vx}}", project: fake-project, region: us-east5}
+models:
+  - name: r-an
+    operations: [chat, responses]
+    max_tokens_default: 1024
+    chain:
+      - {channel: oai, upstream_model: "g|503", price: {input: 1, output: 1}}
+      - {channel: an, upstream_model: "m|tokens=4", price: {input: 2, output: 2}}
+  - name: r-br
+    operations: [responses]
+    max_tokens_default: 1024
+    chain:
+      - {channel: oai, upstream_model: "g|503", price: {input: 1, output: 1}}
+      - {channel: br, upstream_model: "m|tokens=4", price: {input: 2, output: 2}}
+  - name: r-vx
+    operations: [responses]
+    max_tokens_default: 1024
+    chain:
+      - {channel: oai, upstream_model: "g|503", price: {input: 1, output: 1}}
+      - {channel: vx, upstream_model: "m|tokens=4", price: {input: 2, output: 2}}
+  - name: claude-only
+    operations: [responses]
+    max_tokens_default: 1024
+    chain: [{channel: an, upstream_model: "c|tokens=4"}]
+  - name: claude-first
+    operations: [responses]
+    max_tokens_default: 1024
+    chain:
+      - {channel: an, upstream_model: "c|tokens=4", price: {input: 1, output: 1}}
+      - {channel: oai, upstream_model: "g|tokens=4", price: {input: 2, output: 2}}
+`
+
+func newResponsesGateway(t *testing.T) *gwtest.Gateway {
+	t.Helper()
+	return gwtest.NewWith(t, familiesOptions(upstream.DefaultAWSSecretAccessKey), responsesConfig, "oai", "an", "br", "vx")
+}
+
+// streamResponse reads a Responses stream through the SDK and its
+// accumulator: the events, and the response the accumulator rebuilt.
+func streamResponse(t *testing.T, s *ssestream.Stream[responses.ResponseStreamEventUnion]) ([]responses.ResponseStreamEventUnion, *responses.Response) {
+	t.Helper()
+	defer s.Close()
+	var evs []responses.ResponseStreamEventUnion
+	var acc responses.ResponseAccumulator
+	for s.Next() {
+		ev := s.Current()
+		evs = append(evs, ev)
+		var se responses.ResponsesServerEventUnion
+		if err := json.Unmarshal([]byte(ev.RawJSON()), &se); err != nil {
+			t.Fatal(err)
+		}
+		if err := acc.AddEvent(se); err != nil && ev.Type != "error" {
+			t.Fatalf("the accumulator refused %s: %v", ev.RawJSON(), err)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	final, _ := acc.ReconstructedResponse()
+	return evs, final
+}
+
+var lookupTool = responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{
+	Name: "lookup", Description: openai.String("Looks a word up."),
+	Parameters: map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}},
+}}
+
+// TestResponsesSDKFailsOverToClaude: openai-go's Responses client, answer
+// and stream (through its accumulator), on a chain whose OpenAI channel
+// fails (503) and whose next entry is Anthropic, Bedrock or Vertex; on
+// Anthropic also a function call with streamed arguments and its output
+// sent back.
+func TestResponsesSDKFailsOverToClaude(t *testing.T) {
+	h := newResponsesGateway(t)
+	c := openaiSDK(h)
+	ctx := t.Context()
+	want := upstream.Answer(4)
+	for _, ch := range []string{"an", "br", "vx"} {
+		t.Run(ch, func(t *testing.T) {
+			params := responses.ResponseNewParams{Model: "r-" + ch, Instructions: openai.String("Be brief."),
+				Input:    responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")},
+				Metadata: map[string]string{"team": "a"}}
+			var hr *http.Response
+			got, err := c.Responses.New(ctx, params, oaoption.WithResponseInto(&hr))
+			if err != nil || got.OutputText() != want || got.Status != "completed" || got.Usage.OutputTokens != 4 || got.Usage.InputTokens == 0 {
+				t.Fatalf("response %+v, %v", got, err)
+			}
+			// oai's breaker opens after three of its 503s: then it is skipped.
+			if p := hr.Header.Get("X-Hopgate-Path"); p != "oai:503 -> "+ch+":ok" && p != "oai:open -> "+ch+":ok" {
+				t.Fatalf("path %q", p)
+			}
+			if d := droppedOn(t, h, hr.Header.Get("X-Request-Id"), ch); !strings.Contains(d, "metadata") {
+				t.Fatalf("dropped on the hop span: %q", d)
+			}
+			sent := h.Ups[ch].Log()
+			if a := sent[len(sent)-1].Anthropic; a == nil || len(a.Messages) != 1 || a.MaxTokens != 1024 {
+				t.Fatalf("the provider got %+v", a)
+			}
+
+			evs, final := streamResponse(t, c.Responses.NewStreaming(ctx, params))
+			if final == nil || final.OutputText() != want || final.Usage.OutputTokens != 4 || evs[len(evs)-1].Type != "response.completed" {
+				t.Fatalf("stream ended with %s: %+v", evs[len(evs)-1].Type, final)
+			}
+			for i, ev := range evs {
+				if ev.SequenceNumber != int64(i) {
+					t.Fatalf("event %d (%s) has sequence_number %d", i, ev.Type, ev.SequenceNumber)
+				}
+			}
+		})
+	}
+
+	t.Run("function call", func(t *testing.T) {
+		if err := h.Ups["an"].SetFault("m|tokens=4", "tool-calls"); err != nil {
+			t.Fatal(err)
+		}
+		params := responses.ResponseNewParams{Model: "r-an", Tools: []responses.ToolUnionParam{lookupTool},
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("look it up")}}
+		evs, final := streamResponse(t, c.Responses.NewStreaming(ctx, params))
+		var deltas int
+		for _, ev := range evs {
+			if ev.Type == "response.function_call_arguments.delta" {
+				deltas++
+			}
+		}
+		if final == nil || len(final.Output) != 1 || deltas < 2 {
+			t.Fatalf("%d argument deltas, output %+v", deltas, final)
+		}
+		call := final.Output[0]
+		var args map[string]string
+		if call.Type != "function_call" || call.Name != "lookup" || call.CallID == "" ||
+			json.Unmarshal([]byte(call.Arguments.OfString), &args) != nil || args["q"] != want {
+			t.Fatalf("function call %+v", call)
+		}
+		// The call and its output go back as input items: the provider
+		// sees a tool_use and the tool_result for it.
+		if err := h.Ups["an"].SetFault("m|tokens=4", ""); err != nil {
+			t.Fatal(err)
+		}
+		out := responses.ResponseInputItemParamOfFunctionCallOutput("found it")
+		out.OfFunctionCallOutput.CallID = openai.String(call.CallID)
+		params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage("look it up", responses.EasyInputMessageRoleUser),
+			responses.ResponseInputItemParamOfFunctionCall(call.Arguments.OfString, call.CallID, call.Name),
+			out,
+		}}
+		got, err := c.Responses.New(ctx, params)
+		if err != nil || got.OutputText() != want {
+			t.Fatalf("after the function output: %+v, %v", got, err)
+		}
+		log := h.Ups["an"].Log()
+		sent := log[len(log)-1].Anthropic
+		if sent == nil || len(sent.Messages) != 3 {
+			t.Fatalf("the provider did not get the round trip: %+v", sent)
+		}
+		use, result := sent.Messages[1].Content, sent.Messages[2].Content
+		if len(use) != 1 || use[0].Type != "tool_use" || use[0].ID != call.CallID ||
+			len(result) != 1 || result[0].Type != "tool_result" || result[0].ToolUseID != call.CallID {
+			t.Fatalf("tool_use %+v, tool_result %+v", use, result)
+		}
+	})
+}
+
+// droppedOn is hopgate.translation.dropped of the trace's hop on channel.
+func droppedOn(t *testing.T, h *gwtest.Gateway, traceID, channel string) string {
+	t.Helper()
+	for _, s := range h.Trace(traceID) {
+		var ch, dropped string
+		for _, kv := range s.Attributes {
+			switch string(kv.Key) {
+			case telemetry.AttrChannel:
+				ch = kv.Value.AsString()
+			case telemetry.AttrTranslationDropped:
+				dropped = strings.Join(kv.Value.AsStringSlice(), ",")
+			}
+		}
+		if ch == channel && dropped != "" {
+			return dropped
+		}
+	}
+	return ""
+}
+
+// TestResponsesIncompleteAndCut: max_output_tokens below the answer is
+// response.incomplete (answer and stream); a stream cut after commit ends
+// with the error event and response.failed, never response.completed.
+func TestResponsesIncompleteAndCut(t *testing.T) {
+	h := newResponsesGateway(t)
+	c := openaiSDK(h)
+	ctx := t.Context()
+	params := responses.ResponseNewParams{Model: "claude-only", MaxOutputTokens: openai.Int(2),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}
+	got, err := c.Responses.New(ctx, params)
+	if err != nil || got.Status != "incomplete" || got.IncompleteDetails.Reason != "max_output_tokens" || got.OutputText() != upstream.Answer(2) {
+		t.Fatalf("response %+v, %v", got, err)
+	}
+	evs, final := streamResponse(t, c.Responses.NewStreaming(ctx, params))
+	if last := evs[len(evs)-1]; last.Type != "response.incomplete" || final.IncompleteDetails.Reason != "max_output_tokens" {
+		t.Fatalf("stream ended with %s: %+v", last.Type, final)
+	}
+
+	if err := h.Ups["an"].SetFault("c|tokens=4", "stream-error-after=2"); err != nil {
+		t.Fatal(err)
+	}
+	params.MaxOutputTokens = openai.Int(100)
+	evs, _ = streamResponse(t, c.Responses.NewStreaming(ctx, params))
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+		if ev.Type == "response.completed" {
+			t.Fatalf("an interrupted stream said response.completed: %v", types)
+		}
+	}
+	errEv, failed := evs[len(evs)-2], evs[len(evs)-1]
+	if errEv.Type != "error" || errEv.Code != "upstream_stream_interrupted" ||
+		failed.Type != "response.failed" || failed.Response.Error.Code != "upstream_stream_interrupted" || failed.Response.Status != "failed" {
+		t.Fatalf("the stream ended with %v", types)
+	}
+}
+
+// TestResponsesStatefulFeatures (DESIGN §14): what only the OpenAI family
+// serves skips Anthropic-family entries (no breaker effect) and is a 400
+// naming the field, before any upstream call, when no entry can serve;
+// Responses' default store: true is no such feature.
+func TestResponsesStatefulFeatures(t *testing.T) {
+	h := newResponsesGateway(t)
+	for _, tc := range []struct {
+		name, model, extra string
+		status             int
+		path, param        string
+	}{
+		// Claude walked first, the OpenAI entry serves: the skip is on the path.
+		{"previous_response_id skips claude", "claude-first", `,"previous_response_id":"resp_1"`, 200, "an:unsupported_request -> oai:ok", ""},
+		{"hosted tool skips claude", "claude-first", `,"tools":[{"type":"web_search_preview"}]`, 200, "an:unsupported_request -> oai:ok", ""},
+		// No entry can serve: 400 naming the field, nothing sent.
+		{"previous_response_id on claude only", "claude-only", `,"previous_response_id":"resp_1"`, 400, "", "previous_response_id"},
+		{"background on claude only", "claude-only", `,"background":true`, 400, "", "background"},
+		{"file_search on claude only", "claude-only", `,"tools":[{"type":"file_search","vector_store_ids":["vs_1"]}]`, 400, "", "tools[0].type"},
+		// store defaults to true: served by Claude, not refused.
+		{"store default", "claude-first", ``, 200, "an:ok", ""},
+		{"store true", "claude-first", `,"store":true`, 200, "an:ok", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.Ups["an"].Log())
+			r := send(t, h, "/v1/responses", `{"model":"`+tc.model+`","input":"hi"`+tc.extra+`}`, nil)
+			if r.Status != tc.status {
+				t.Fatalf("status %d: %s", r.Status, r.Body)
+			}
+			if tc.path != "" && r.Header.Get("X-Hopgate-Path") != tc.path {
+				t.Fatalf("path %q, want %q", r.Header.Get("X-Hopgate-Path"), tc.path)
+			}
+			if tc.status == 400 {
+				var e struct {
+					Error struct{ Code, Param, Message string }
+				}
+				if json.Unmarshal([]byte(r.Body), &e) != nil || e.Error.Code != "unsupported_parameter" || e.Error.Param != tc.param ||
+					!strings.Contains(e.Error.Message, tc.param) {
+					t.Fatalf("error %s", r.Body)
+				}
+			}
+			if sent := len(h.Ups["an"].Log()) - before; (tc.path == "an:ok") != (sent == 1) || sent > 1 {
+				t.Fatalf("%d requests reached the Anthropic channel", sent)
+			}
+		})
+	}
+	// The skips told the breaker nothing: the channel still serves.
+	for i := 0; i < 4; i++ {
+		send(t, h, "/v1/responses", `{"model":"claude-first","input":"hi","previous_response_id":"resp_1"}`, nil)
+	}
+	if r := send(t, h, "/v1/responses", `{"model":"claude-first","input":"hi"}`, nil); r.Header.Get("X-Hopgate-Path") != "an:ok" {
+		t.Fatalf("after the skips: %d %q", r.Status, r.Header.Get("X-Hopgate-Path"))
+	}
+}
