@@ -119,7 +119,7 @@ func errorBody(req *Request, requestID string, e *apierror.Error, code string) [
 	if code != "" {
 		e.Code = code
 	}
-	if req.Events == MessagesEvents {
+	if req.anthropicErrors() {
 		return e.AnthropicJSON(requestID)
 	}
 	return e.JSON(requestID)

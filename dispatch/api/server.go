@@ -101,8 +101,8 @@ func (s *Server) failAs(w http.ResponseWriter, r *http.Request, e *apierror.Erro
 }
 
 // reply writes a refusal as the whole answer, with the request id,
-// traceparent and zero attempts, in the client's own shape: Anthropic's on
-// POST /v1/messages (Anthropic clients read it), OpenAI's elsewhere.
+// traceparent and zero attempts, in the client's own shape: Anthropic's
+// for an Anthropic client (anthropicClient), OpenAI's otherwise.
 func reply(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 	id := dispatch.RequestID(r.Context())
 	h := w.Header()
@@ -111,7 +111,7 @@ func reply(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 		h.Set("Traceparent", tp)
 	}
 	h.Set("X-Hopgate-Attempts", "0")
-	if r.URL.Path == messagesPath {
+	if anthropicClient(r) {
 		apierror.WriteAnthropic(w, id, e)
 		return
 	}
@@ -288,6 +288,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (req *
 		Events:    rt.Events,
 		Binary:    rt.Binary,
 	}
+	req.AnthropicErrors = anthropicClient(r)
 	if rt.Events == dispatch.MessagesEvents {
 		// Passed to Anthropic-family channels (betas filtered for the clouds).
 		req.AnthropicVersion = r.Header.Get("Anthropic-Version")
