@@ -150,6 +150,8 @@ func (d *dialect) contextLength(body []byte) bool {
 // the client gets: the body itself, or its translation.
 func (d *dialect) answerBody(resp *http.Response, b []byte) ([]byte, gate.Info, error) {
 	switch {
+	case d.req.CountTokens:
+		return countAnswer(b)
 	case d.cross && d.anthropicClient():
 		return translate.ChatCompletionToMessage(b)
 	case d.cross:

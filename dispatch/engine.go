@@ -268,6 +268,9 @@ type Request struct {
 	// even off the Messages routes (the client sent anthropic-version,
 	// DESIGN.md §14); MessagesEvents implies it.
 	AnthropicErrors bool
+	// CountTokens: POST /v1/messages/count_tokens (count.go). The chain is
+	// walked as for a request, but no hop's outcome reaches a breaker.
+	CountTokens bool
 	// Flusher, if set, is flushed instead of the ResponseWriter the answer
 	// is written to. Package api passes the writer under the SERVER span's
 	// (telemetry.ServerHandler), whose Flush, an http.Flusher's, cannot

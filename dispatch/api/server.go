@@ -175,7 +175,9 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, rt *route) *excha
 		}
 		x.stream = true
 	}
-	if x.hold, ok = s.reserve(w, r, x.req); !ok {
+	if x.req.CountTokens {
+		ok = true // never charged (DESIGN.md §14)
+	} else if x.hold, ok = s.reserve(w, r, x.req); !ok {
 		return nil
 	}
 	return x
@@ -288,6 +290,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (req *
 		Events:    rt.Events,
 		Binary:    rt.Binary,
 	}
+	req.CountTokens = rt.CountTokens
 	req.AnthropicErrors = anthropicClient(r)
 	if rt.Events == dispatch.MessagesEvents {
 		// Passed to Anthropic-family channels (betas filtered for the clouds).
