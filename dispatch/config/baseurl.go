@@ -17,31 +17,24 @@ func (p *parser) lintBaseURL(ch *Channel, rc *rawChannel, ctx string) {
 	path := strings.TrimRight(u.Path, "/")
 	fixed := func(cut string) string {
 		v := *u
-		v.Path = strings.TrimRight(path[:strings.Index(path, cut)], "/")
+		v.Path = strings.TrimRight(path[:strings.Index(path+"/", cut)], "/")
 		v.RawPath = ""
 		return v.String()
 	}
-	var repeat, fix, appended string
-	switch ch.Provider {
-	case ProviderAnthropic:
-		if strings.Contains(path+"/", "/v1/") {
-			repeat, fix, appended = "/v1", fixed("/v1"), "/v1/messages"
-		}
-	case ProviderAzure:
-		if strings.Contains(path+"/", "/openai/") {
-			repeat, fix, appended = "/openai", fixed("/openai"), "/openai/deployments/{deployment}/… or /openai/v1/…"
-		}
-	case ProviderBedrock:
-		if strings.Contains(path+"/", "/model/") {
-			repeat, fix, appended = "a model path", fixed("/model/"), "/model/{upstream_model}/invoke"
-		}
-	case ProviderVertex:
-		if strings.Contains(path+"/", "/v1/projects/") {
-			repeat, fix, appended = "a model path", fixed("/v1/projects/"), "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{upstream_model}:rawPredict"
-		}
+	r, ok := apiPaths[ch.Provider]
+	if !ok || !strings.Contains(path+"/", r.marker) {
+		return
 	}
-	if repeat != "" {
-		p.errorf(rc.baseURL.node, "base_url of %s (provider %s) repeats %s, which hopgate appends (%s): use base_url: %s",
-			ctx, ch.Provider, repeat, appended, fix)
-	}
+	repeat, fix, appended := r.repeat, fixed(r.marker), r.appended
+	p.errorf(rc.baseURL.node, "base_url of %s (provider %s) repeats %s, which hopgate appends (%s): use base_url: %s",
+		ctx, ch.Provider, repeat, appended, fix)
+}
+
+// apiPaths: per family, the path segment a base_url must not hold, how the
+// error names it, and what hopgate appends.
+var apiPaths = map[string]struct{ marker, repeat, appended string }{
+	ProviderAnthropic: {"/v1/", "/v1", "/v1/messages"},
+	ProviderAzure:     {"/openai/", "/openai", "/openai/deployments/{deployment}/… or /openai/v1/…"},
+	ProviderBedrock:   {"/model/", "a model path", "/model/{upstream_model}/invoke"},
+	ProviderVertex:    {"/v1/projects/", "a model path", "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{upstream_model}:rawPredict"},
 }
