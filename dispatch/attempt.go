@@ -110,7 +110,9 @@ func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode str
 	a.l4 = headerTimeout{next: c.e.transport, clock: c.e.clock, timeout: m.Policy.HeaderTimeout, cancel: cancel}
 	// A continuation streams without passing the gate: it has no first
 	// token to time, only headers and an outcome.
-	c.e.warnFor(a.ch).Begin(&a.ew, c.req.Stream && mode == "")
+	if !c.req.CountTokens { // a count is not what early warning watches
+		c.e.warnFor(a.ch).Begin(&a.ew, c.req.Stream && mode == "")
+	}
 	return a
 }
 
@@ -125,6 +127,9 @@ func (a *attempt) run() (err *classify.HopError) {
 		}
 	}()
 	c := a.c
+	if c.req.CountTokens && !config.AnthropicFamily(a.ch.Provider) {
+		return countLocally(a)
+	}
 	resp, err := a.send(reqbody.Options{
 		Model:        a.entry.UpstreamModel,
 		IncludeUsage: c.req.Stream && c.req.Events == ChatEvents && !c.req.Fields.IncludeUsage,
@@ -302,7 +307,7 @@ func (a *attempt) upstreamRequest(body []byte) *provider.Request {
 	return &provider.Request{
 		Path: path, Model: a.entry.UpstreamModel, Stream: c.req.Stream, Body: body,
 		ContentType: ct, Accept: accept, UserAgent: c.e.userAgent,
-		AnthropicVersion: c.req.AnthropicVersion, Beta: c.req.AnthropicBeta,
+		AnthropicVersion: c.req.AnthropicVersion, Beta: c.req.AnthropicBeta, CountTokens: c.req.CountTokens,
 	}
 }
 

@@ -422,6 +422,9 @@ func (c *call) afterCut(m *config.Model, entry config.Entry, why string, k codec
 // recordBreaker feeds a hop's result to the breaker (DESIGN.md §3 effects).
 func (c *call) recordBreaker(br *breaker.Breaker, t breaker.Ticket, err *classify.HopError) {
 	switch {
+	case c.req.CountTokens:
+		// A count says little of how the channel serves (DESIGN.md §14).
+		br.Done(t, breaker.Excluded)
 	case err == nil:
 		br.Done(t, breaker.Success)
 	case !err.AboutChannel():

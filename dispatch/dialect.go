@@ -122,7 +122,7 @@ func errorBody(req *Request, requestID string, e *apierror.Error, code string) [
 	if code != "" {
 		e.Code = code
 	}
-	if req.Events == MessagesEvents {
+	if req.anthropicErrors() {
 		return e.AnthropicJSON(requestID)
 	}
 	return e.JSON(requestID)
@@ -153,6 +153,8 @@ func (d *dialect) contextLength(body []byte) bool {
 // the client gets: the body itself, or its translation.
 func (d *dialect) answerBody(resp *http.Response, b []byte) ([]byte, gate.Info, error) {
 	switch {
+	case d.req.CountTokens:
+		return countAnswer(b)
 	case d.cross && d.anthropicClient():
 		return translate.ChatCompletionToMessage(b)
 	case d.cross && d.req.Events == ResponsesEvents:

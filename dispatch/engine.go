@@ -266,6 +266,13 @@ type Request struct {
 	// Anthropic-family channels (betas filtered for Bedrock and Vertex).
 	AnthropicVersion string
 	AnthropicBeta    []string
+	// AnthropicErrors: hopgate's own errors go out in Anthropic's shape
+	// even off the Messages routes (the client sent anthropic-version,
+	// DESIGN.md §14); MessagesEvents implies it.
+	AnthropicErrors bool
+	// CountTokens: POST /v1/messages/count_tokens (count.go). The chain is
+	// walked as for a request, but no hop's outcome reaches a breaker.
+	CountTokens bool
 	// Flusher, if set, is flushed instead of the ResponseWriter the answer
 	// is written to. Package api passes the writer under the SERVER span's
 	// (telemetry.ServerHandler), whose Flush, an http.Flusher's, cannot
@@ -279,6 +286,10 @@ type Request struct {
 	// goroutine and delays the last write by its duration.
 	Delivering func(Usage, Delivered)
 }
+
+// anthropicErrors reports a client that reads hopgate's errors in
+// Anthropic's shape.
+func (r *Request) anthropicErrors() bool { return r.Events == MessagesEvents || r.AnthropicErrors }
 
 // EventStyle is the client's dialect of bodies and stream events.
 type EventStyle int

@@ -38,7 +38,7 @@ func (c *call) degraded(reason string, e *apierror.Error) {
 		c.writeDegradedMessage(m)
 		return
 	}
-	c.rw.writeError(&g, c.requestID, e, c.req.Events == MessagesEvents)
+	c.rw.writeError(&g, c.requestID, e, c.req.anthropicErrors())
 }
 
 // writeDegradedMessage answers with a marked assistant message, in the

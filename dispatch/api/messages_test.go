@@ -99,7 +99,7 @@ func TestModelsListAnthropic(t *testing.T) {
 	if strings.Join(ids, ",") != "all,m" {
 		t.Fatalf("models %v, want the chat models all,m", ids)
 	}
-	if resp, m := doAnthropic(t, gw, "GET", "/v1/models", nil, ""); resp.StatusCode != 401 || m["type"] == "error" {
-		t.Fatalf("models without a key: %d %v (GET /v1/models answers errors in the OpenAI shape)", resp.StatusCode, m)
+	if resp, m := doAnthropic(t, gw, "GET", "/v1/models", nil, ""); resp.StatusCode != 401 || m["type"] != "error" {
+		t.Fatalf("models without a key: %d %v (an Anthropic client's errors are Anthropic-shaped, DESIGN.md §14)", resp.StatusCode, m)
 	}
 }

@@ -22,6 +22,9 @@ type route struct {
 	// Binary: a 2xx answer may be binary (audio), streamed through as it
 	// comes instead of buffered and inspected.
 	Binary bool
+	// CountTokens: Anthropic's token count (dispatch/count.go): the chain
+	// is walked, nothing is charged.
+	CountTokens bool
 }
 
 // routes are the proxied endpoints. Every one goes through L1, L2, L4 and,
@@ -38,6 +41,9 @@ var routes = []route{
 	// chains; an OpenAI-family channel gets the request translated to
 	// /chat/completions. Errors and in-band errors in Anthropic's shape.
 	{Pattern: messagesPath, Operation: config.OpChat, Upstream: "/chat/completions", Events: dispatch.MessagesEvents, Streams: true},
+	// Claude Code asks before it compacts (?beta=true: the query is not
+	// part of the pattern). Served by the chat models' chains (DESIGN.md §14).
+	{Pattern: messagesPath + "/count_tokens", Operation: config.OpChat, Upstream: "/chat/completions", Events: dispatch.MessagesEvents, CountTokens: true},
 }
 
 // messagesPath is Anthropic's Messages endpoint.

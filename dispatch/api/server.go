@@ -75,6 +75,7 @@ func (s *Server) Handler() http.Handler {
 		}), public))
 	}
 	mux.Handle("/v1/models", s.tel.ServerHandler(http.HandlerFunc(s.models), public))
+	mux.Handle("/v1/models/", s.tel.ServerHandler(http.HandlerFunc(s.modelByID), public))
 	notFound := s.tel.ServerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, apierror.NotFound(r.URL.Path))
 	}), public)
@@ -101,8 +102,8 @@ func (s *Server) failAs(w http.ResponseWriter, r *http.Request, e *apierror.Erro
 }
 
 // reply writes a refusal as the whole answer, with the request id,
-// traceparent and zero attempts, in the client's own shape: Anthropic's on
-// POST /v1/messages (Anthropic clients read it), OpenAI's elsewhere.
+// traceparent and zero attempts, in the client's own shape: Anthropic's
+// for an Anthropic client (anthropicClient), OpenAI's otherwise.
 func reply(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 	id := dispatch.RequestID(r.Context())
 	h := w.Header()
@@ -111,7 +112,7 @@ func reply(w http.ResponseWriter, r *http.Request, e *apierror.Error) {
 		h.Set("Traceparent", tp)
 	}
 	h.Set("X-Hopgate-Attempts", "0")
-	if r.URL.Path == messagesPath {
+	if anthropicClient(r) {
 		apierror.WriteAnthropic(w, id, e)
 		return
 	}
@@ -175,7 +176,9 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, rt *route) *excha
 		}
 		x.stream = true
 	}
-	if x.hold, ok = s.reserve(w, r, x.req); !ok {
+	if x.req.CountTokens {
+		ok = true // never charged (DESIGN.md §14)
+	} else if x.hold, ok = s.reserve(w, r, x.req); !ok {
 		return nil
 	}
 	return x
@@ -288,6 +291,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (req *
 		Events:    rt.Events,
 		Binary:    rt.Binary,
 	}
+	req.CountTokens = rt.CountTokens
+	req.AnthropicErrors = anthropicClient(r)
 	if rt.Events == dispatch.MessagesEvents {
 		// Passed to Anthropic-family channels (betas filtered for the clouds).
 		req.AnthropicVersion = r.Header.Get("Anthropic-Version")

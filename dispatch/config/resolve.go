@@ -551,6 +551,9 @@ func (p *parser) provider(ch *Channel, rc *rawChannel, ctx string) {
 	only(rc.entraID, rc.entraID.node, "entra_id", ProviderAzure)
 	only(rc.project, rc.project.node, "project", ProviderVertex)
 	hasBase := rc.baseURL.set || hasKey(rc.node, "base_url")
+	if rc.baseURL.set {
+		p.lintBaseURL(ch, rc, ctx)
+	}
 	switch ch.Provider {
 	case ProviderOpenAI:
 		need(hasBase, "base_url", "the OpenAI-compatible API's URL ending in /v1, e.g. https://api.openai.com/v1")

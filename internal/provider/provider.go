@@ -183,11 +183,17 @@ type Request struct {
 	// AnthropicVersion and Beta come from an Anthropic client's headers.
 	AnthropicVersion string
 	Beta             []string
+	// CountTokens: the family's token-counting endpoint instead of
+	// Messages (count.go).
+	CountTokens bool
 }
 
 // URL is the upstream URL of a request.
 func (u *Upstream) URL(r *Request) string {
 	base := u.ch.BaseURL
+	if r.CountTokens && u.Anthropic() {
+		return u.countURL(r)
+	}
 	switch u.ch.Provider {
 	case config.ProviderAzure:
 		if u.ch.APIVersion == "" {
@@ -239,6 +245,9 @@ func (u *Upstream) Prepare(body []byte, r *Request) ([]byte, []string, error) {
 		version = VertexVersion
 	default:
 		return body, nil, nil
+	}
+	if r.CountTokens {
+		return u.prepareCount(body, r)
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil || top == nil {

@@ -81,6 +81,10 @@ var toChatCases = []struct {
 	{"server_tool", ToChatOptions{Model: "gpt-4o"}, ErrUnsupported},
 	// A Bedrock-shaped body: anthropic_version is transport, not a feature.
 	{"bedrock_body", ToChatOptions{Model: "gpt-4o-mini"}, nil},
+	// Claude Code's system-role messages inside messages: a chat system message each, in place (an empty one dropped).
+	{"system_messages", ToChatOptions{Model: "gpt-4o"}, nil},
+	// A system-role message carries text only: an image in it is the client's error, named by index.
+	{"system_message_image", ToChatOptions{Model: "gpt-4o"}, ErrInvalid},
 }
 
 func TestMessagesToChatGolden(t *testing.T) {

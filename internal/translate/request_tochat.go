@@ -223,7 +223,7 @@ func MessagesToChat(body []byte, opt ToChatOptions) (Request, error) {
 		out.StreamOptions = &chatStreamOptions{IncludeUsage: true}
 		res.IncludeUsage = true
 	}
-	if e := systemToChat(system, &out, drop); e != nil {
+	if e := systemToChat(system, "system", &out, drop); e != nil {
 		return Request{}, e
 	}
 	if len(msgs) == 0 {
@@ -242,7 +242,9 @@ func MessagesToChat(body []byte, opt ToChatOptions) (Request, error) {
 	return res, nil
 }
 
-func systemToChat(v json.RawMessage, out *chatRequest, drop dropped) *Error {
+// systemToChat appends a system prompt (the top-level "system", or the
+// content of a system-role message at param) as one chat system message.
+func systemToChat(v json.RawMessage, param string, out *chatRequest, drop dropped) *Error {
 	if isNull(v) {
 		return nil
 	}
@@ -250,15 +252,15 @@ func systemToChat(v json.RawMessage, out *chatRequest, drop dropped) *Error {
 	if json.Unmarshal(v, &s) != nil {
 		var blocks []anInBlock
 		if json.Unmarshal(v, &blocks) != nil {
-			return invalid(CodeInvalidRequest, "system", "system must be a string or an array of text blocks")
+			return invalid(CodeInvalidRequest, param, param+" must be a string or an array of text blocks")
 		}
 		texts := make([]string, 0, len(blocks))
 		for i, b := range blocks {
 			if b.Type != "text" {
-				return invalid(CodeInvalidRequest, idx("system", i), "system blocks must be text")
+				return invalid(CodeInvalidRequest, idx(param, i), "system blocks must be text")
 			}
-			if !isNull(b.CacheControl) {
-				drop.add("system[].cache_control")
+			if param == "system" && !isNull(b.CacheControl) {
+				drop.add("system[].cache_control") // a message's: messageToChat names them
 			}
 			if b.Text != "" {
 				texts = append(texts, b.Text)
@@ -307,6 +309,17 @@ func messageToChat(m anInMessage, p string, out *chatRequest, drop dropped) *Err
 	switch m.Role {
 	case "user":
 		return userToChat(blocks, p, out, drop)
+	case "system":
+		// The Messages API takes system-role messages inside messages
+		// (Claude Code sends them): a chat system message in place.
+		n := len(out.Messages)
+		if e := systemToChat(m.Content, p+".content", out, drop); e != nil {
+			return e
+		}
+		if len(out.Messages) == n {
+			drop.add("messages[].empty")
+		}
+		return nil
 	case "assistant":
 		msg := chatOutMessage{Role: "assistant"}
 		var text strings.Builder
@@ -342,7 +355,7 @@ func messageToChat(m anInMessage, p string, out *chatRequest, drop dropped) *Err
 		out.Messages = append(out.Messages, msg)
 		return nil
 	default:
-		return invalid(CodeInvalidRequest, p+".role", "role must be user or assistant")
+		return invalid(CodeInvalidRequest, p+".role", "role must be user, assistant or system")
 	}
 }
 

@@ -390,8 +390,8 @@ func TestAnthropicBadRequests(t *testing.T) {
 	}{
 		{"no max_tokens", map[string]any{"model": "c", "messages": user}, "max_tokens: Field required"},
 		{"no model", map[string]any{"max_tokens": 5, "messages": user}, "model: Field required"},
-		{"system role", map[string]any{"model": "c", "max_tokens": 5, "messages": []any{map[string]any{"role": "system", "content": "x"}}},
-			"messages: Unexpected role \"system\". The Messages API accepts a top-level `system` parameter, not \"system\" as an input message role."},
+		{"developer role", map[string]any{"model": "c", "max_tokens": 5, "messages": []any{map[string]any{"role": "developer", "content": "x"}}},
+			"messages: Unexpected role \"developer\". The Messages API accepts a top-level `system` parameter, not \"developer\" as an input message role."},
 		{"empty text", map[string]any{"model": "c", "max_tokens": 5, "messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": ""}}}}},
 			"messages: text content blocks must be non-empty"},
 		{"bad image", map[string]any{"model": "c", "max_tokens": 5, "messages": []any{map[string]any{"role": "user", "content": []any{

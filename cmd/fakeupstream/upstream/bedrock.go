@@ -31,6 +31,8 @@ func bedrockRoute(esc string) target {
 		t.ep, t.found, t.model = messagesEndpoint, true, model
 	case op == "invoke-with-response-stream":
 		t.ep, t.found, t.model, t.stream = messagesEndpoint, true, model, true
+	case op == "count-tokens":
+		t.ep, t.found, t.model = countEndpoint, true, model
 	}
 	return t
 }

@@ -61,6 +61,8 @@ func route(r *http.Request) target {
 		return t
 	case r.URL.Path == "/v1/messages":
 		return target{dialect: DialectAnthropic, ep: messagesEndpoint, found: true}
+	case r.URL.Path == "/v1/messages/count_tokens":
+		return target{dialect: DialectAnthropic, ep: countEndpoint, found: true}
 	case strings.HasPrefix(esc, "/model/"):
 		return bedrockRoute(esc)
 	case strings.HasPrefix(esc, "/v1/projects/"):

@@ -291,8 +291,17 @@ func (m *MessagesRequest) check(d Dialect, signer string) string {
 		}
 	}
 	for i, t := range m.Messages {
-		if t.Role != "user" && t.Role != "assistant" {
+		// The API (and anthropic-sdk-go v2's MessageParam) takes
+		// system-role messages of text blocks inside messages.
+		if t.Role != "user" && t.Role != "assistant" && t.Role != "system" {
 			return fmt.Sprintf("messages: Unexpected role %q. The Messages API accepts a top-level `system` parameter, not %q as an input message role.", t.Role, t.Role)
+		}
+		if t.Role == "system" {
+			for j, b := range t.Content {
+				if b.Type != "text" {
+					return fmt.Sprintf("messages.%d.content.%d: system messages take text blocks only", i, j)
+				}
+			}
 		}
 		for j, b := range t.Content {
 			at := fmt.Sprintf("messages.%d.content.%d", i, j)

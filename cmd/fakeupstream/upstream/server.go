@@ -313,6 +313,7 @@ type endpoint struct {
 	method   string
 	form     bool // multipart body: the model is a form field
 	messages bool // an Anthropic Messages body
+	count    bool // a token count (count.go): a Messages body without max_tokens
 	serve    func(*exchange)
 }
 
@@ -374,7 +375,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.clientError(http.StatusBadRequest, "invalid_request", "fakeupstream: "+perr.Error())
 		return
 	}
-	if !ex.valid() {
+	if !tgt.ep.count && !ex.valid() {
 		return
 	}
 	if ex.model == "" {
@@ -413,6 +414,8 @@ func (ex *exchange) parse(body []byte) error {
 	switch {
 	case ex.tgt.ep.form:
 		ex.req, err = parseForm(ex.r, body)
+	case ex.tgt.ep.count:
+		err = ex.parseCount(body)
 	case ex.tgt.ep.messages:
 		var m *MessagesRequest
 		if m, err = parseMessagesRequest(body); err == nil {

@@ -31,6 +31,9 @@ func vertexRoute(esc string) target {
 		return t
 	}
 	t.ep, t.found, t.model = messagesEndpoint, true, last[:i]
+	if t.model == "count-tokens" && !t.stream {
+		t.ep, t.model = countEndpoint, "" // the model is the body's
+	}
 	return t
 }
 
