@@ -137,6 +137,11 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	}
 	g.api = api.New(cfg, g.engine, g.tel, g.log)
 	g.api.SetAdmission(adm)
+	if err := g.startLimiter(ctx, cfg, clock); err != nil {
+		g.closeWallet(ctx)
+		g.closeTel(ctx)
+		return nil, err
+	}
 	g.tel.Metrics.ObserveOverload(func() telemetry.OverloadObservation {
 		return telemetry.OverloadObservation{BudgetUsed: budget.Used(), BudgetLimit: budget.Limit(),
 			InFlight: adm.InFlight(), Streams: adm.Streams()}
