@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -134,6 +135,10 @@ func (p *parser) resolveRateLimits(c *Config, f *rawFile) {
 	switch {
 	case c.RateLimits.Store == RateLimitRedis && r.urlEnv.set:
 		c.RateLimits.URL = p.lookupEnv(r.urlEnv, "url_env in rate_limits")
+		if u := c.RateLimits.URL; u != "" && !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") && !strings.HasPrefix(u, "unix://") {
+			// The value is a secret (it may hold a password): not printed.
+			p.errorf(r.urlEnv.node, "environment variable %s (url_env in rate_limits) must hold a redis://, rediss:// or unix:// URL", r.urlEnv.v)
+		}
 	case c.RateLimits.Store == RateLimitRedis && !hasKey(r.node, "url_env"):
 		p.errorf(r.store.node, "rate_limits store redis needs url_env: the name of the environment variable holding redis://host:port/db")
 	case c.RateLimits.Store == RateLimitMemory && r.urlEnv.set:

@@ -77,6 +77,8 @@ type Gateway struct {
 	// The store and the wallet (wallet.go), nil without a store.
 	store  *store.Store
 	wallet *wallet.Wallet
+	// limits closes the rate-limit counters' client (ratelimit.go).
+	limits func()
 }
 
 // Start loads nothing itself: it binds the listeners of cfg and serves.
@@ -168,12 +170,14 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	var err error
 	if g.mainLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		g.closeWallet(ctx)
+		g.closeLimiter()
 		g.closeTel(ctx)
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	if g.adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
 		g.mainLn.Close()
 		g.closeWallet(ctx)
+		g.closeLimiter()
 		g.closeTel(ctx)
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.AdminListen, err)
 	}
@@ -281,6 +285,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if cfg.Store != cur.Store || cfg.Billing.Currency != cur.Billing.Currency {
 		return errors.New("store and billing.currency cannot change on reload; restart instead")
 	}
+	if err := checkLimiterReload(cur, cfg); err != nil {
+		return err
+	}
 	if err := g.engine.CheckChannels(cfg); err != nil {
 		return fmt.Errorf("channel credentials: %w", err)
 	}
@@ -327,6 +334,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), wallet.DefaultCloseWait+g.opts.DrainTimeout)
 	g.closeWallet(wctx)
 	wcancel()
+	g.closeLimiter()
 	g.closeTel(actx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil // drained as far as the grace period allowed: a clean exit

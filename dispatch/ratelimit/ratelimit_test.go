@@ -67,12 +67,18 @@ func TestTakeTooLarge(t *testing.T) {
 
 func limitsConfig(t *testing.T, yml string) *config.Config {
 	t.Helper()
+	return limitsConfigEnv(t, yml, "")
+}
+
+// limitsConfigEnv is limitsConfig with R, the Redis URL variable, set.
+func limitsConfigEnv(t *testing.T, yml, redisURL string) *config.Config {
+	t.Helper()
 	cfg, err := config.Parse([]byte(`auth: {mode: none}
 channels: [{id: a, base_url: "http://127.0.0.1:1/v1"}]
 models:
   - {name: m, chain: [{channel: a}]}
   - {name: n, chain: [{channel: a}]}
-`+yml), func(string) (string, bool) { return "", false })
+`+yml), func(k string) (string, bool) { return redisURL, k == "R" && redisURL != "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,122 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
+	"github.com/hopgate/hopgate/internal/testkit/redistest"
+)
+
+// limitedRedis is a gateway with tenant limits kept in the Redis at url.
+func limitedRedis(t *testing.T, url, onErr string, rpm int) *gwtest.Gateway {
+	t.Helper()
+	yml := relTwo("m", `rate_limits:
+  store: redis
+  url_env: HOPGATE_TEST_REDIS
+  on_store_error: `+onErr+`
+  tenants:
+    - {tenant: team-a, rpm: `+strconv.Itoa(rpm)+`}
+`)
+	yml = strings.Replace(yml, "auth: {mode: none}", "auth:\n  keys:\n    - {id: team-a, sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}", 1)
+	return gwtest.Start(t, gwtest.Options{Env: map[string]string{"HOPGATE_TEST_REDIS": url}}, yml, "a", "b")
+}
+
+// postAs sends relChat with the key whose sha256 limitedRedis's config
+// holds ("test").
+func postAs(t *testing.T, g *gwtest.Gateway) int {
+	t.Helper()
+	return g.PostCtx(t.Context(), relChat, map[string]string{"Authorization": "Bearer test"}).Status
+}
+
+// Why: two gateways sharing one Redis share the tenant's window: between
+// them they serve exactly its rpm, and refuse the rest with 429.
+func TestRedisLimitsAcrossGateways(t *testing.T) {
+	srv := redistest.New(t)
+	gws := []*gwtest.Gateway{limitedRedis(t, srv.URL(), "allow", 6), limitedRedis(t, srv.URL(), "allow", 6)}
+	counts := map[int]int{}
+	for i := 0; i < 10; i++ {
+		counts[postAs(t, gws[i%2])]++
+	}
+	if counts[200] != 6 || counts[429] != 4 {
+		t.Fatalf("statuses %v, want 6×200 and 4×429 across both gateways", counts)
+	}
+}
+
+// Why: a Redis restarted under load costs no request an error with
+// on_store_error: allow (the admissions it could not answer are served,
+// counted and logged); with deny they are 503 and nothing goes upstream.
+// Once it is back the limits apply again.
+func TestRedisRestartUnderLoad(t *testing.T) {
+	srv := redistest.New(t)
+	g := limitedRedis(t, srv.URL(), "allow", 1000)
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := postAs(t, g)
+				mu.Lock()
+				statuses[s]++
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		srv.Stop()
+		srv.Start()
+	}
+	srv.Stop()
+	// Requests while it is gone, then back.
+	for i := 0; i < 5; i++ {
+		if s := postAs(t, g); s != 200 {
+			t.Errorf("while Redis is gone (allow): %d", s)
+		}
+	}
+	srv.Start()
+	close(stop)
+	wg.Wait()
+	if len(statuses) != 1 || statuses[200] == 0 {
+		t.Fatalf("statuses under restarts %v, want only 200", statuses)
+	}
+	if m := scrape(t, g); !strings.Contains(m, `hopgate_ratelimit_store_errors_total{decision="allow"`) {
+		t.Error("no store error counted")
+	}
+	if !strings.Contains(g.Logs.String(), "rate limits: the counter store failed") {
+		t.Error("no log line for the store errors")
+	}
+
+	deny := limitedRedis(t, srv.URL(), "deny", 1000)
+	srv.Stop()
+	r := deny.PostCtx(t.Context(), relChat, map[string]string{"Authorization": "Bearer test"})
+	if r.Status != 503 || !strings.Contains(r.Body, "on_store_error is deny") || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("deny while gone: %d %s", r.Status, r.Body)
+	}
+	if n := deny.Ups["a"].Attempts("m"); n != 0 {
+		t.Fatalf("a denied request reached the upstream %d times", n)
+	}
+}
+
+func scrape(t *testing.T, g *gwtest.Gateway) string {
+	t.Helper()
+	resp, err := http.Get(g.AdminURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
