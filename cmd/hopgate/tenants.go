@@ -29,6 +29,9 @@ const tenantsUsage = `usage (every command takes --config FILE, the gateway's co
   hopgate tenants key issue NAME          # prints the new key once: {"key_id","key"}
   hopgate tenants key revoke KEY_ID       # running gateways stop accepting it within store.key_refresh
   hopgate tenants ledger NAME [--limit N] # JSON lines, newest first
+  hopgate tenants limits NAME [--model M] [--rpm N] [--tpm N]
+                                          # sets the tenant's requests/tokens per minute (0 or omitted: unlimited;
+                                          # both 0 removes); without --rpm/--tpm prints them: JSON lines {"tenant","model","rpm","tpm"}
 `
 
 // tenants runs `hopgate tenants …` against the configured store.
@@ -38,6 +41,7 @@ func tenants(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, tenantsUsage) }
 	path := fs.String("config", "", "config file (YAML) naming the store")
 	limit := fs.Int("limit", 0, "ledger: at most this many rows (0: all)")
+	lf := limitFlags(fs)
 	pos, err := interleaved(fs, args)
 	if err != nil {
 		return 2
@@ -58,7 +62,7 @@ func tenants(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "list":
 		want = 1
-	case "create", "show", "ledger":
+	case "create", "show", "ledger", "limits":
 		want = 2
 	case "topup":
 		want = 3
@@ -87,7 +91,11 @@ func tenants(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out := json.NewEncoder(stdout)
-	if err := runTenants(ctx, st, pos, *limit, out); err != nil {
+	run := func() error { return runTenants(ctx, st, pos, *limit, out) }
+	if cmd == "limits" {
+		run = func() error { return runLimits(ctx, st, pos[1], lf, out) }
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(stderr, "hopgate tenants:", err)
 		return 1
 	}

@@ -38,6 +38,9 @@ type Tenants struct {
 	// Refresh, when set, is called after a key was issued or revoked so
 	// this replica knows it at once (others within store.key_refresh).
 	Refresh func(context.Context)
+	// Limits, when set, returns the tenant's rate limits in force: the
+	// config's and the stored ones (limits.go).
+	Limits func(ctx context.Context, tenant string) []LimitView
 }
 
 // Bounds of the ledger endpoint's limit parameter.
@@ -131,6 +134,8 @@ type TenantView struct {
 	Currency       string `json:"currency"`
 	BalanceMicros  int64  `json:"balance_micros"`
 	ReservedMicros int64  `json:"reserved_micros"`
+	// Limits are the tenant's rate limits in force (limits.go).
+	Limits []LimitView `json:"limits,omitempty"`
 }
 
 // ViewOf is t's TenantView.
@@ -155,7 +160,7 @@ func listTenants(w http.ResponseWriter, r *http.Request, t *Tenants) {
 	}
 	out := make([]TenantView, 0, len(ts))
 	for _, tn := range ts {
-		out = append(out, ViewOf(tn))
+		out = append(out, t.withLimits(r.Context(), ViewOf(tn)))
 	}
 	writeJSON(w, out)
 }
@@ -166,7 +171,7 @@ func showTenant(w http.ResponseWriter, r *http.Request, t *Tenants) {
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, ViewOf(tn))
+	writeJSON(w, t.withLimits(r.Context(), ViewOf(tn)))
 }
 
 func tenantLedger(w http.ResponseWriter, r *http.Request, t *Tenants) {

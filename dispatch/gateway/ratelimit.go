@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hopgate/hopgate/dispatch/admin"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/ratelimit"
 )
@@ -36,7 +39,11 @@ func (g *Gateway) startLimiter(ctx context.Context, cfg *config.Config, clock cl
 				slog.String("url_env", rl.URLEnv), slog.String("on_store_error", rl.OnStoreError), slog.Any("error", err))
 		}
 	}
-	g.api.SetLimiter(ratelimit.New(ratelimit.Options{Counter: counter, Clock: clock, Telemetry: g.tel, Logger: g.log}))
+	var stored func(tenant, model string) (*config.TenantLimit, *config.TenantLimit)
+	if g.store != nil {
+		stored = g.refreshLimits(ctx, cfg.Store.KeyRefresh, clock)
+	}
+	g.api.SetLimiter(ratelimit.New(ratelimit.Options{Counter: counter, Clock: clock, Stored: stored, Telemetry: g.tel, Logger: g.log}))
 	if len(rl.Tenants) > 0 || rl.Store == config.RateLimitRedis {
 		g.log.Info("tenant limits", slog.String("store", rl.Store), slog.Int("limits", len(rl.Tenants)),
 			slog.String("on_store_error", rl.OnStoreError))
@@ -44,11 +51,67 @@ func (g *Gateway) startLimiter(ctx context.Context, cfg *config.Config, clock cl
 	return nil
 }
 
-// closeLimiter closes the Redis client, if any.
+// closeLimiter stops the stored limits' refresh and closes the Redis
+// client, if any.
 func (g *Gateway) closeLimiter() {
 	if g.limits != nil {
 		g.limits()
 		g.limits = nil
+	}
+}
+
+type limitKey struct{ tenant, model string }
+
+// refreshLimits reads the limits stored with tenants (`hopgate tenants
+// limits`) now and every key_refresh after, like the keys: a limit set on
+// any replica's store applies everywhere within that period, and an
+// admission never waits on the database. A store that does not answer
+// keeps the last limits read.
+func (g *Gateway) refreshLimits(ctx context.Context, every time.Duration, clock clockwork.Clock) func(tenant, model string) (*config.TenantLimit, *config.TenantLimit) {
+	var snap atomic.Pointer[map[limitKey]*config.TenantLimit]
+	load := func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		ls, err := g.store.Limits(lctx)
+		cancel()
+		if err != nil {
+			g.log.Warn("rate limits: could not read the stored tenant limits; keeping the last ones", slog.Any("error", err))
+			return
+		}
+		m := make(map[limitKey]*config.TenantLimit, len(ls))
+		for _, l := range ls {
+			m[limitKey{l.Tenant, l.Model}] = &config.TenantLimit{Tenant: l.Tenant, Model: l.Model, RPM: l.RPM, TPM: l.TPM}
+		}
+		snap.Store(&m)
+	}
+	load()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := clock.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.Chan():
+				load()
+			}
+		}
+	}()
+	prev := g.limits
+	g.limits = func() {
+		close(stop)
+		<-done
+		if prev != nil {
+			prev()
+		}
+	}
+	return func(tenant, model string) (*config.TenantLimit, *config.TenantLimit) {
+		m := snap.Load()
+		if m == nil || len(*m) == 0 {
+			return nil, nil
+		}
+		return (*m)[limitKey{tenant, ""}], (*m)[limitKey{tenant, model}]
 	}
 }
 
@@ -60,4 +123,18 @@ func checkLimiterReload(cur, next *config.Config) error {
 		return fmt.Errorf("rate_limits.store and its url cannot change on reload; restart instead")
 	}
 	return nil
+}
+
+// tenantLimits is /admin/tenants' view of a tenant's limits: the file's,
+// then the stored ones the file does not override, read from the store.
+func (g *Gateway) tenantLimits(ctx context.Context, tenant string) []admin.LimitView {
+	var stored []admin.LimitView
+	if ls, err := g.store.Limits(ctx); err == nil {
+		for _, l := range ls {
+			if l.Tenant == tenant {
+				stored = append(stored, admin.LimitView{Model: l.Model, RPM: l.RPM, TPM: l.TPM})
+			}
+		}
+	}
+	return admin.LimitsInForce(g.api.Config(), tenant, stored)
 }

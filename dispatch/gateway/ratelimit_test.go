@@ -1,13 +1,17 @@
 package gateway_test
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/hopgate/hopgate/internal/store"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/internal/testkit/redistest"
 )
@@ -119,4 +123,54 @@ func scrape(t *testing.T, g *gwtest.Gateway) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// Why: a limit stored with `hopgate tenants limits` applies to the
+// tenant's requests (read at start, then every key_refresh) and
+// /admin/tenants shows it beside the file's, each with its source.
+func TestStoredTenantLimits(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "w.db")
+	st, err := store.Open(context.Background(), store.Config{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := st.CreateTenant(ctx, "acme", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.TopUp(ctx, "acme", 100_000_000, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetLimit(ctx, store.TenantLimit{Tenant: "acme", RPM: 1}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	yml := relTwo("m", "store: {path: "+db+"}\nrate_limits: {tenants: [{tenant: acme, model: m, tpm: 100000}]}\n")
+	yml = strings.Replace(yml, "auth: {mode: none}", "auth:\n  keys:\n    - {id: team-a, tenant: acme, sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}", 1)
+	g := gwtest.Start(t, gwtest.Options{}, yml, "a", "b")
+	if s := postAs(t, g); s != 200 {
+		t.Fatalf("first: %d", s)
+	}
+	if s := postAs(t, g); s != 429 {
+		t.Fatalf("second: %d, want 429 from the stored rpm 1", s)
+	}
+	resp, err := http.Get(g.AdminURL + "/admin/tenants/acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Limits []struct {
+			Model    string
+			RPM, TPM int64
+			Source   string
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Limits) != 2 || v.Limits[0].Source != "config" || v.Limits[0].Model != "m" || v.Limits[0].TPM != 100000 ||
+		v.Limits[1].Source != "store" || v.Limits[1].RPM != 1 {
+		t.Fatalf("/admin/tenants/acme limits %+v", v.Limits)
+	}
 }
