@@ -93,9 +93,13 @@ func (l *Limiter) Admit(ctx context.Context, cfg *config.Config, tenant, model s
 	if n == 0 {
 		return Admission{}
 	}
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	v, err := l.counter.Take(cctx, l.clock.Now(), cells[:n])
-	cancel()
+	return l.admit(ctx, cfg, tenant, model, tokens, cells, n)
+}
+
+// admit takes the n cells; the cells are a copy (they escape to the
+// counter), so a tenant without limits allocates nothing.
+func (l *Limiter) admit(ctx context.Context, cfg *config.Config, tenant, model string, tokens int64, cells [MaxCells]Cell, n int) Admission {
+	v, err := l.take(ctx, cells[:n])
 	if err != nil {
 		decision := cfg.RateLimits.OnStoreError
 		l.tel.Metrics.RateLimitStoreError(ctx, decision)
@@ -118,6 +122,17 @@ func (l *Limiter) Admit(ctx context.Context, cfg *config.Config, tenant, model s
 	return a
 }
 
+// take calls the counter, bounded by the call timeout when it is remote
+// (the in-process one answers at once: no timer per request).
+func (l *Limiter) take(ctx context.Context, cells []Cell) (Verdict, error) {
+	if _, local := l.counter.(*Memory); local {
+		return l.counter.Take(ctx, l.clock.Now(), cells)
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	return l.counter.Take(cctx, l.clock.Now(), cells)
+}
+
 // cells fills cs with the limits that apply and returns how many.
 func (l *Limiter) cells(cs *[MaxCells]Cell, cfg *config.Config, tenant, model string, tokens int64) int {
 	if tenant == "" {
@@ -133,22 +148,23 @@ func (l *Limiter) cells(cs *[MaxCells]Cell, cfg *config.Config, tenant, model st
 			per = sPer
 		}
 	}
-	n := 0
-	add := func(lim *config.TenantLimit, m string) {
-		if lim == nil {
-			return
-		}
-		if lim.RPM > 0 {
-			cs[n] = Cell{Tenant: tenant, Model: m, Kind: Requests, Limit: lim.RPM, N: 1}
-			n++
-		}
-		if lim.TPM > 0 {
-			cs[n] = Cell{Tenant: tenant, Model: m, Kind: Tokens, Limit: lim.TPM, N: max(tokens, 0)}
-			n++
-		}
+	n := addCells(cs, 0, all, tenant, "", tokens)
+	return addCells(cs, n, per, tenant, model, tokens)
+}
+
+// addCells appends lim's cells (rpm, tpm) at cs[n:] and returns the count.
+func addCells(cs *[MaxCells]Cell, n int, lim *config.TenantLimit, tenant, model string, tokens int64) int {
+	if lim == nil {
+		return n
 	}
-	add(all, "")
-	add(per, model)
+	if lim.RPM > 0 {
+		cs[n] = Cell{Tenant: tenant, Model: model, Kind: Requests, Limit: lim.RPM, N: 1}
+		n++
+	}
+	if lim.TPM > 0 {
+		cs[n] = Cell{Tenant: tenant, Model: model, Kind: Tokens, Limit: lim.TPM, N: max(tokens, 0)}
+		n++
+	}
 	return n
 }
 
@@ -185,8 +201,11 @@ func (t *Ticket) Release(ctx context.Context) {
 }
 
 func (t *Ticket) adjust(ctx context.Context, tokens int64, requests bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.l.timeout)
-	defer cancel()
+	if _, local := t.l.counter.(*Memory); !local {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), t.l.timeout)
+		defer cancel()
+	}
 	now := t.l.clock.Now()
 	for _, c := range t.cells[:t.n] {
 		delta := tokens

@@ -70,8 +70,13 @@ func limitsConfig(t *testing.T, yml string) *config.Config {
 	return limitsConfigEnv(t, yml, "")
 }
 
+func limitsConfigB(b *testing.B, yml string) *config.Config {
+	b.Helper()
+	return limitsConfigEnv(b, yml, "")
+}
+
 // limitsConfigEnv is limitsConfig with R, the Redis URL variable, set.
-func limitsConfigEnv(t *testing.T, yml, redisURL string) *config.Config {
+func limitsConfigEnv(t testing.TB, yml, redisURL string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse([]byte(`auth: {mode: none}
 channels: [{id: a, base_url: "http://127.0.0.1:1/v1"}]
