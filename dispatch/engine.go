@@ -97,6 +97,8 @@ type Engine struct {
 	upstreams  sync.Map // *config.Channel -> *upstreamEntry
 	nupstreams atomic.Int64
 	providers  provider.Options
+	// windows are the channels' rate-limit windows (windows.go).
+	windows channelWindows
 }
 
 // New builds an Engine.

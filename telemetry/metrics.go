@@ -186,7 +186,7 @@ func NewMetrics(mp metric.MeterProvider, region string) (*Metrics, error) {
 	errs = append(errs, err)
 
 	errs = append(errs, m.wallet.init(meter, m.region))
-	errs = append(errs, m.ratelimit.init(meter))
+	errs = append(errs, m.ratelimit.init(meter, m.region))
 
 	// One callback for the life of the Metrics; ObserveBreakers swaps the
 	// function it calls, so a config reload never has two callbacks racing.

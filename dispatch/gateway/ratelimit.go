@@ -43,6 +43,7 @@ func (g *Gateway) startLimiter(ctx context.Context, cfg *config.Config, clock cl
 	if g.store != nil {
 		stored = g.refreshLimits(ctx, cfg.Store.KeyRefresh, clock)
 	}
+	g.tel.Metrics.ObserveRateLimitWindows(g.engine.WindowObservations)
 	g.api.SetLimiter(ratelimit.New(ratelimit.Options{Counter: counter, Clock: clock, Stored: stored, Telemetry: g.tel, Logger: g.log}))
 	if len(rl.Tenants) > 0 || rl.Store == config.RateLimitRedis {
 		g.log.Info("tenant limits", slog.String("store", rl.Store), slog.Int("limits", len(rl.Tenants)),

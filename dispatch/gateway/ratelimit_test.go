@@ -174,3 +174,46 @@ func TestStoredTenantLimits(t *testing.T) {
 		t.Fatalf("/admin/tenants/acme limits %+v", v.Limits)
 	}
 }
+
+// Why: every upstream answer's rate-limit headers are read, failed ones
+// too: a channel answering 503 with 90 of 100 requests used exports
+// utilization 0.9 and its reset time; the channel that served exports its
+// own (Anthropic's spelling here).
+func TestChannelWindowsExported(t *testing.T) {
+	wrap := func(h map[string]string) func(http.Handler) http.Handler {
+		return func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				for k, v := range h {
+					w.Header().Set(k, v)
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+	}
+	g := gwtest.Start(t, gwtest.Options{Wrap: map[string]func(http.Handler) http.Handler{
+		"a": wrap(map[string]string{"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "10", "x-ratelimit-reset-requests": "6m0s"}),
+		"b": wrap(map[string]string{"anthropic-ratelimit-tokens-limit": "1000", "anthropic-ratelimit-tokens-remaining": "750",
+			"anthropic-ratelimit-tokens-reset": "2030-01-01T00:00:00Z"}),
+	}}, relTwo("m|503", ""), "a", "b")
+	if r := g.Post(relChat); r.Status != 200 {
+		t.Fatalf("status %d %s", r.Status, r.Body)
+	}
+	m := scrape(t, g)
+	for _, want := range []string{
+		`hopgate_channel_ratelimit_utilization{channel="a",kind="requests",region=""} 0.9`,
+		`hopgate_channel_ratelimit_utilization{channel="b",kind="tokens",region=""} 0.25`,
+		`hopgate_channel_ratelimit_reset_timestamp_seconds{channel="b",kind="tokens",region=""} 1.893456e+09`,
+		`hopgate_channel_ratelimit_reset_timestamp_seconds{channel="a",kind="requests",region=""}`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if t.Failed() {
+		for _, l := range strings.Split(m, "\n") {
+			if strings.Contains(l, "channel_ratelimit") {
+				t.Log(l)
+			}
+		}
+	}
+}
