@@ -8,7 +8,7 @@ CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hopgate
 JAEGER_BIN := $(CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
 export HOPGATE_JAEGER_BIN := $(JAEGER_BIN)
 
-.PHONY: all build test test-unit vet lint fmt-check demo dashboards replay jaeger prometheus postgres chromium screenshots bench fuzz soak clean
+.PHONY: all build test test-unit vet lint fmt-check demo dashboards replay jaeger prometheus postgres redis chromium screenshots bench fuzz soak clean
 
 all: build
 
@@ -22,9 +22,10 @@ build:
 ## here first, so a clean machine passes too). The stack-depth guard of open
 ## streams runs once more without the race detector, whose instrumentation
 ## changes frame sizes (it skips itself under -race).
-test: fmt-check vet jaeger prometheus postgres chromium
+test: fmt-check vet jaeger prometheus postgres redis chromium
 	HOPGATE_PROMETHEUS_BIN=$$(command -v prometheus) HOPGATE_PROMTOOL_BIN=$$(command -v promtool) \
 		HOPGATE_PG_BIN_DIR=$$(bash deploy/postgres/install.sh | tail -n1) \
+		HOPGATE_REDIS_BIN=$$(bash deploy/redis/install.sh | tail -n1) \
 		HOPGATE_CHROMIUM_BIN=$$(bash deploy/chromium/install.sh 2>/dev/null | tail -n1) \
 		$(GO) test -race -timeout 20m $(PKGS)
 	$(GO) test -count=1 -run '^TestStreamStackStaysSmall$$' ./dispatch
@@ -54,6 +55,11 @@ prometheus:
 ## run their own throwaway clusters, never the system one.
 postgres:
 	@bash deploy/postgres/install.sh >/dev/null
+
+## redis: install Redis's server (Debian package) when missing; tests run
+## their own throwaway servers, never the system one.
+redis:
+	@bash deploy/redis/install.sh >/dev/null
 
 ## chromium: install Debian's chromium (the browser tests drive it) when missing.
 chromium:

@@ -99,6 +99,8 @@ type Engine struct {
 	providers  provider.Options
 	// streams are the committed streams being passed on (shutdown.go).
 	streams openStreams
+	// windows are the channels' rate-limit windows (windows.go).
+	windows channelWindows
 }
 
 // New builds an Engine.

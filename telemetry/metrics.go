@@ -64,6 +64,7 @@ type Metrics struct {
 	genAITokens        metric.Int64Histogram
 	wallet             walletInstruments // wallet.go
 	overload           overloadMetrics   // overload.go
+	ratelimit          rateLimitInstruments
 	ewDemoted          metric.Int64ObservableGauge
 	ewDemotions        metric.Int64Counter
 	ewReordered        metric.Int64Counter
@@ -185,6 +186,7 @@ func NewMetrics(mp metric.MeterProvider, region string) (*Metrics, error) {
 	errs = append(errs, err)
 
 	errs = append(errs, m.wallet.init(meter, m.region))
+	errs = append(errs, m.ratelimit.init(meter, m.region))
 
 	// One callback for the life of the Metrics; ObserveBreakers swaps the
 	// function it calls, so a config reload never has two callbacks racing.

@@ -31,6 +31,9 @@ const tenantsUsage = `usage (every command takes --config FILE, the gateway's co
   hopgate tenants ledger NAME [--limit N] # JSON lines: in-doubt charges first, then the ledger, newest first
   hopgate tenants adjust NAME AMOUNT --reason TEXT      # AMOUNT may be negative (-0.000336); an audited ledger row
   hopgate tenants resolve REQUEST_ID charge|release --reason TEXT   # decide an in-doubt charge, audited
+  hopgate tenants limits NAME [--model M] [--rpm N] [--tpm N]
+                                          # sets the tenant's requests/tokens per minute (0 or omitted: unlimited;
+                                          # both 0 removes); without --rpm/--tpm prints them: JSON lines {"tenant","model","rpm","tpm"}
 `
 
 // tenants runs `hopgate tenants …` against the configured store.
@@ -41,6 +44,7 @@ func tenants(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "config file (YAML) naming the store")
 	limit := fs.Int("limit", 0, "ledger: at most this many rows (0: all)")
 	reason := fs.String("reason", "", "adjust, resolve: why (recorded in the audit trail)")
+	lf := limitFlags(fs)
 	pos, err := interleaved(fs, args)
 	if err != nil {
 		return 2
@@ -61,7 +65,7 @@ func tenants(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "list":
 		want = 1
-	case "create", "show", "ledger":
+	case "create", "show", "ledger", "limits":
 		want = 2
 	case "topup":
 		want = 3
@@ -96,7 +100,11 @@ func tenants(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out := json.NewEncoder(stdout)
-	if err := runTenants(ctx, st, pos, *limit, *reason, out); err != nil {
+	run := func() error { return runTenants(ctx, st, pos, *limit, *reason, out) }
+	if cmd == "limits" {
+		run = func() error { return runLimits(ctx, st, pos[1], lf, out) }
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(stderr, "hopgate tenants:", err)
 		return 1
 	}

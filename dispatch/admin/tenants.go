@@ -41,6 +41,9 @@ type Tenants struct {
 	// Refresh, when set, is called after a key was issued or revoked so
 	// this replica knows it at once (others within store.key_refresh).
 	Refresh func(context.Context)
+	// Limits, when set, returns the tenant's rate limits in force: the
+	// config's and the stored ones (limits.go).
+	Limits func(ctx context.Context, tenant string) []LimitView
 }
 
 // Bounds of the ledger endpoint's limit parameter.
@@ -141,6 +144,8 @@ type TenantView struct {
 	// sum), shown while there are any (docs/tenants.md, the delivery rule).
 	InDoubt       int64 `json:"in_doubt,omitempty"`
 	InDoubtMicros int64 `json:"in_doubt_micros,omitempty"`
+	// Limits are the tenant's rate limits in force (limits.go).
+	Limits []LimitView `json:"limits,omitempty"`
 }
 
 // ViewOf is t's TenantView.
@@ -166,7 +171,7 @@ func listTenants(w http.ResponseWriter, r *http.Request, t *Tenants) {
 	}
 	out := make([]TenantView, 0, len(ts))
 	for _, tn := range ts {
-		out = append(out, ViewOf(tn))
+		out = append(out, t.withLimits(r.Context(), ViewOf(tn)))
 	}
 	writeJSON(w, out)
 }
@@ -177,7 +182,7 @@ func showTenant(w http.ResponseWriter, r *http.Request, t *Tenants) {
 		storeError(w, err)
 		return
 	}
-	writeJSON(w, ViewOf(tn))
+	writeJSON(w, t.withLimits(r.Context(), ViewOf(tn)))
 }
 
 func tenantLedger(w http.ResponseWriter, r *http.Request, t *Tenants) {

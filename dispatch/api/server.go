@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/overload"
+	"github.com/hopgate/hopgate/dispatch/ratelimit"
 	"github.com/hopgate/hopgate/dispatch/status"
 	"github.com/hopgate/hopgate/dispatch/wallet"
 	"github.com/hopgate/hopgate/internal/reqbody"
@@ -35,6 +37,8 @@ type Server struct {
 	status *status.Service               // status.go; nil: /status answers like an unknown route
 	wallet atomic.Pointer[wallet.Wallet] // nil: nothing is charged (wallet.go)
 	adm    *overload.Admission
+	// limiter keeps tenants within their limits (ratelimit.go).
+	limiter atomic.Pointer[ratelimit.Limiter]
 }
 
 // New builds the API server. tel and log may be nil (no-op telemetry,
@@ -48,6 +52,7 @@ func New(cfg *config.Config, e *dispatch.Engine, tel *telemetry.Telemetry, log *
 	}
 	s := &Server{engine: e, tel: tel, log: log}
 	s.cfg.Store(cfg)
+	s.limiter.Store(ratelimit.New(ratelimit.Options{Telemetry: tel, Logger: log}))
 	return s
 }
 
@@ -150,6 +155,7 @@ type exchange struct {
 	req    *dispatch.Request
 	stream bool                // holds an open-stream slot
 	hold   *wallet.Reservation // nil: not charged
+	ticket *ratelimit.Ticket   // nil: no tenant limit applies
 }
 
 // begin runs the front-door checks and takes what the request holds; nil
@@ -177,7 +183,9 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, rt *route) *excha
 		x.stream = true
 	}
 	if x.req.CountTokens {
-		ok = true // never charged (DESIGN.md §14)
+		ok = true // never charged nor limited: a count asks no model for an answer (DESIGN.md §14)
+	} else if x.ticket, ok = s.limit(w, r, x.req); !ok {
+		return nil
 	} else if x.hold, ok = s.reserve(w, r, x.req); !ok {
 		return nil
 	}
@@ -187,6 +195,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, rt *route) *excha
 // release gives back what the request held, on every path (a panic
 // included); a reservation Finish did not see is released (Guard).
 func (x *exchange) release() {
+	x.ticket.Release(context.Background()) // refused after admission: given back
 	if x.hold != nil {
 		x.hold.Guard()
 	}
@@ -208,6 +217,7 @@ func (x *exchange) finish(r *http.Request, a *dispatch.Answer) {
 	if x.hold != nil {
 		s.settle(r, x.hold, res)
 	}
+	s.settleLimit(r, x.ticket, req, res)
 	s.status.Record(req.Model.Name, res.Outcome)
 	s.logRequest(r, req, res)
 	if res.Aborted {

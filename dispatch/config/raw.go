@@ -27,6 +27,7 @@ type rawFile struct {
 	models        []*rawModel
 	modelsNode    *yaml.Node // value of the models key, nil when absent
 	wallet        rawWallet  // store, billing, admin_auth (wallet.go)
+	rateLimits    rawRateLimits
 }
 
 type rawAuth struct {
@@ -177,6 +178,8 @@ func (p *parser) file(root *yaml.Node) *rawFile {
 		"store":      func(_, v *yaml.Node) { p.store(v, &f.wallet) },
 		"billing":    func(_, v *yaml.Node) { p.billing(v, &f.wallet) },
 		"admin_auth": func(_, v *yaml.Node) { p.adminAuth(v, &f.wallet) },
+
+		"rate_limits": func(_, v *yaml.Node) { f.rateLimits = p.rateLimits(v) },
 	})
 	return f
 }

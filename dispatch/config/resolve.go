@@ -203,6 +203,7 @@ func (p *parser) resolve(f *rawFile) *Config {
 	f.policy.apply(&base)
 	p.resolveModels(c, f, base)
 	p.resolveWallet(c, f)
+	p.resolveRateLimits(c, f)
 	return c
 }
 

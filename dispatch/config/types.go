@@ -24,6 +24,8 @@ type Config struct {
 	Store     Store
 	Billing   Billing
 	AdminAuth AdminAuth
+	// Tenant limits (DESIGN §16; ratelimits.go).
+	RateLimits RateLimits
 
 	Channels []*Channel          // file order
 	Models   []*Model            // file order

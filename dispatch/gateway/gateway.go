@@ -79,6 +79,9 @@ type Gateway struct {
 	wallet *wallet.Wallet
 
 	journal *wallet.Journal // billing.journal_dir, opened with the store
+
+	// limits closes the rate-limit counters' client (ratelimit.go).
+	limits func()
 }
 
 // Start loads nothing itself: it binds the listeners of cfg and serves.
@@ -139,6 +142,11 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	}
 	g.api = api.New(cfg, g.engine, g.tel, g.log)
 	g.api.SetAdmission(adm)
+	if err := g.startLimiter(ctx, cfg, clock); err != nil {
+		g.closeWallet(ctx)
+		g.closeTel(ctx)
+		return nil, err
+	}
 	g.tel.Metrics.ObserveOverload(func() telemetry.OverloadObservation {
 		return telemetry.OverloadObservation{BudgetUsed: budget.Used(), BudgetLimit: budget.Limit(),
 			InFlight: adm.InFlight(), Streams: adm.Streams()}
@@ -165,12 +173,14 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	var err error
 	if g.mainLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		g.closeWallet(ctx)
+		g.closeLimiter()
 		g.closeTel(ctx)
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	if g.adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
 		g.mainLn.Close()
 		g.closeWallet(ctx)
+		g.closeLimiter()
 		g.closeTel(ctx)
 		return nil, fmt.Errorf("admin listen %s: %w", cfg.AdminListen, err)
 	}
@@ -278,6 +288,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if cfg.Store != cur.Store || cfg.Billing.Currency != cur.Billing.Currency {
 		return errors.New("store and billing.currency cannot change on reload; restart instead")
 	}
+	if err := checkLimiterReload(cur, cfg); err != nil {
+		return err
+	}
 	if err := g.engine.CheckChannels(cfg); err != nil {
 		return fmt.Errorf("channel credentials: %w", err)
 	}
@@ -327,6 +340,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), wallet.DefaultCloseWait+g.opts.DrainTimeout)
 	g.closeWallet(wctx)
 	wcancel()
+	g.closeLimiter()
 	g.closeTel(actx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil // drained as far as the grace period allowed: a clean exit

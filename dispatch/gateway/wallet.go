@@ -88,5 +88,5 @@ func (g *Gateway) Wallet() *wallet.Wallet { return g.wallet }
 // tenantsAPI is /admin/tenants over the store; keys issued or revoked there
 // are known to this replica at once.
 func (g *Gateway) tenantsAPI() *admin.Tenants {
-	return &admin.Tenants{Store: g.store, Refresh: g.wallet.Refresh}
+	return &admin.Tenants{Store: g.store, Refresh: g.wallet.Refresh, Limits: g.tenantLimits}
 }

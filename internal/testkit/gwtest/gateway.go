@@ -18,6 +18,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/gateway"
 	"github.com/hopgate/hopgate/dispatch/overload"
+	"github.com/hopgate/hopgate/dispatch/ratelimit"
 	"github.com/hopgate/hopgate/internal/provider"
 	"github.com/hopgate/hopgate/internal/testkit"
 	"github.com/hopgate/hopgate/telemetry"
@@ -154,6 +155,7 @@ func NewWith(tb testing.TB, o Options, yml string, fakes ...string) *Gateway {
 	}
 	a := api.New(g.Config, g.Engine, g.Tel, log)
 	a.SetAdmission(o.Admission)
+	a.SetLimiter(ratelimit.New(ratelimit.Options{Clock: g.clock(o), Telemetry: g.Tel, Logger: log}))
 	srv := httptest.NewServer(a.Handler())
 	g.URL = srv.URL
 	tb.Cleanup(func() {

@@ -1,0 +1,66 @@
+package ratelimit
+
+import (
+	"context"
+	"time"
+)
+
+// Kind is what a limit counts.
+type Kind uint8
+
+const (
+	Requests Kind = iota // rpm
+	Tokens               // tpm
+)
+
+// String is the kind's name in headers, error types and metric labels:
+// requests or tokens, as OpenAI's x-ratelimit-* headers spell them.
+func (k Kind) String() string {
+	if k == Tokens {
+		return "tokens"
+	}
+	return "requests"
+}
+
+// MaxCells bounds the cells of one admission: requests and tokens, for
+// the tenant and for the tenant on one model.
+const MaxCells = 4
+
+// Cell is one limit a request takes from.
+type Cell struct {
+	Tenant string
+	Model  string // empty: all of the tenant's models
+	Kind   Kind
+	Limit  int64 // per Window
+	N      int64 // what this request takes
+}
+
+// State is a cell's window: what the x-ratelimit-* headers say.
+type State struct {
+	Limit, Remaining int64
+	// Reset is the time until the window is empty again.
+	Reset time.Duration
+	// RetryAfter (refused cells only) is the time until the request
+	// would fit.
+	RetryAfter time.Duration
+	// TooLarge: the request costs more than the whole limit.
+	TooLarge bool
+}
+
+// Verdict is the answer of one Take.
+type Verdict struct {
+	// Allowed: every cell took its units. Otherwise none did.
+	Allowed bool
+	// Denied is the index of the first cell over its limit (not Allowed).
+	Denied int
+	States [MaxCells]State
+}
+
+// Counter keeps the cells' windows. Take admits a request on every cell
+// or on none, in one step (one lock, one round trip); Adjust moves one
+// cell by delta units (a settle: reported usage less the estimate taken).
+// Errors are the store's (Redis down); Memory never fails.
+type Counter interface {
+	Take(ctx context.Context, now time.Time, cells []Cell) (Verdict, error)
+	Adjust(ctx context.Context, now time.Time, c Cell, delta int64) error
+}

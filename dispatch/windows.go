@@ -1,0 +1,68 @@
+package dispatch
+
+import (
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hopgate/hopgate/internal/ratelimithdr"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// channelWindows keeps, per channel, the rate-limit windows its last
+// answer stated (DESIGN §16): read from every upstream answer, failed
+// ones too, in place (no allocation once a channel was seen).
+type channelWindows struct {
+	mu sync.Mutex
+	by map[string]*ratelimithdr.Windows
+}
+
+// observe records the windows of one answer of channel; an answer that
+// states none changes nothing (a provider that sends them on some answers
+// only keeps its last).
+func (cw *channelWindows) observe(channel string, h http.Header, now time.Time) {
+	var ws ratelimithdr.Windows
+	ratelimithdr.Parse(h, now, &ws)
+	if !ws.Any() {
+		return
+	}
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if cw.by == nil {
+		cw.by = map[string]*ratelimithdr.Windows{}
+	}
+	cur := cw.by[channel]
+	if cur == nil {
+		cur = new(ratelimithdr.Windows)
+		cw.by[channel] = cur
+	}
+	for k, w := range ws {
+		if w.Set {
+			cur[k] = w
+		}
+	}
+}
+
+// WindowObservations are the channels' last stated windows, by channel
+// then kind, for hopgate_channel_ratelimit_utilization and its reset time.
+func (e *Engine) WindowObservations() []telemetry.WindowObservation {
+	e.windows.mu.Lock()
+	defer e.windows.mu.Unlock()
+	var out []telemetry.WindowObservation
+	for ch, ws := range e.windows.by {
+		for k, w := range ws {
+			if w.Set {
+				out = append(out, telemetry.WindowObservation{Channel: ch, Kind: ratelimithdr.Kind(k).String(),
+					Utilization: w.Utilization(), ResetAt: w.ResetAt})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Channel != out[j].Channel {
+			return out[i].Channel < out[j].Channel
+		}
+		return out[i].Kind < out[j].Kind
+	})
+	return out
+}
