@@ -1,0 +1,258 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/openai/openai-go/v3"
+	oaoption "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/realtime"
+
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// rtConfig is a realtime model on two regions; A and B are the chain
+// entries' upstream models (a fault after "|").
+const rtConfig = `
+auth: {mode: none}
+realtime: {hold_bytes: 4096}
+channels:
+  - {id: eu, base_url: "{{url:eu}}", api_key_env: CHANNEL_KEY, region: eu-west-1}
+  - {id: us, base_url: "{{url:us}}", api_key_env: CHANNEL_KEY, region: us-east-1}
+models:
+  - name: voice
+    operations: [realtime]
+    policy: {header_timeout: 10s}
+    chain:
+      - {channel: eu, upstream_model: "A"}
+      - {channel: us, upstream_model: "B"}
+`
+
+func newRealtime(t *testing.T, a, b string) *gwtest.Gateway {
+	t.Helper()
+	return gwtest.New(t, strings.NewReplacer(`"A"`, `"`+a+`"`, `"B"`, `"`+b+`"`).Replace(rtConfig), "eu", "us")
+}
+
+// dialRealtime opens a client session on the gateway.
+func dialRealtime(t *testing.T, g *gwtest.Gateway, model string, opts *websocket.DialOptions) (*websocket.Conn, *http.Response) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	if opts == nil {
+		opts = &websocket.DialOptions{}
+	}
+	opts.HTTPClient = g.Client
+	c, resp, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model="+model, opts)
+	if err != nil {
+		t.Fatalf("dial: %v (%+v)", err, resp)
+	}
+	c.SetReadLimit(1 << 20)
+	return c, resp
+}
+
+type rtEvent struct {
+	Type  string `json:"type"`
+	Error struct {
+		Code, Message string
+	} `json:"error"`
+	Response struct {
+		ID string `json:"id"`
+	} `json:"response"`
+}
+
+func readEvent(t *testing.T, c *websocket.Conn) (rtEvent, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	_, b, err := c.Read(ctx)
+	if err != nil {
+		return rtEvent{}, err
+	}
+	var ev rtEvent
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatalf("event %q: %v", b, err)
+	}
+	return ev, nil
+}
+
+func sendEvent(t *testing.T, c *websocket.Conn, ev string) {
+	t.Helper()
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(ev)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readUntil reads events until one of type typ, and returns the types seen.
+func readUntil(t *testing.T, c *websocket.Conn, typ string) []string {
+	t.Helper()
+	var seen []string
+	for {
+		ev, err := readEvent(t, c)
+		if err != nil {
+			t.Fatalf("reading until %s (seen %v): %v", typ, seen, err)
+		}
+		seen = append(seen, ev.Type)
+		if ev.Type == typ {
+			return seen
+		}
+	}
+}
+
+// The post-mortem's first layer: the eu-west-1 realtime channel refuses
+// sessions; the walk opens the session on the next region before the
+// client sees anything but session.created. The client's events sent
+// before the commit are replayed in order; X-Request-Id names the trace,
+// whose hop spans and path say what happened.
+func TestRealtimeFailsOverAtOpen(t *testing.T) {
+	for _, fault := range []string{"rt-refuse", "rt-refuse=429", "rt-error", "rt-close"} {
+		t.Run(fault, func(t *testing.T) {
+			g := newRealtime(t, "gpt-realtime|"+fault, "gpt-realtime")
+			c, resp := dialRealtime(t, g, "voice", nil)
+			defer c.CloseNow()
+			id := resp.Header.Get("X-Request-Id")
+			if id == "" || resp.Header.Get("X-Hopgate-Model") != "voice" {
+				t.Fatalf("upgrade headers %v", resp.Header)
+			}
+			// Sent at once: held until a channel commits, then replayed.
+			sendEvent(t, c, `{"type":"session.update","session":{"type":"realtime"}}`)
+			sendEvent(t, c, `{"type":"response.create"}`)
+			seen := readUntil(t, c, "response.done")
+			want := "session.created session.updated response.created response.output_audio_transcript.delta response.done"
+			if strings.Join(seen, " ") != want {
+				t.Fatalf("events %v, want %s", seen, want)
+			}
+			if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+				t.Fatal(err)
+			}
+			spans := g.Trace(id)
+			var path string
+			hops := 0
+			for _, s := range spans {
+				for _, a := range s.Attributes {
+					if string(a.Key) == telemetry.AttrFailoverPath {
+						path = a.Value.AsString()
+					}
+				}
+				if strings.HasPrefix(s.Name, "realtime ") {
+					hops++
+				}
+			}
+			if hops != 2 || !strings.HasPrefix(path, "eu:") || !strings.HasSuffix(path, " -> us:ok") {
+				t.Fatalf("path %q, %d realtime hop spans", path, hops)
+			}
+		})
+	}
+}
+
+// The official openai-go realtime client (its WebSocket transport)
+// against /v1/realtime through a failover: it connects, gets its typed
+// session.created and response.done, and closes cleanly.
+func TestRealtimeOpenAISDKThroughFailover(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime|rt-refuse", "gpt-realtime")
+	client := openai.NewClient(oaoption.WithBaseURL(g.URL+"/v1/"), oaoption.WithAPIKey("unused"),
+		oaoption.WithHTTPClient(g.Client), oaoption.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	conn, err := client.Realtime.Connect(ctx, realtime.RealtimeConnectionOptions{}, oaoption.WithQuery("model", "voice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := conn.Recv(ctx)
+	if err != nil || ev.Type != "session.created" || ev.AsSessionCreatedEvent().Session.AsRealtimeSessionCreateRequest().Model != "gpt-realtime" {
+		t.Fatalf("first event %s, %v", ev.Type, err)
+	}
+	if err := conn.SendRaw(ctx, json.RawMessage(`{"type":"response.create"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := conn.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "response.done" {
+			if d := ev.AsResponseDoneEvent(); d.Response.Usage.OutputTokens != 20 || !strings.HasPrefix(d.Response.ID, "resp_us_") {
+				t.Fatalf("response.done %+v", d.Response)
+			}
+			break
+		}
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.Attempts("eu", "gpt-realtime|rt-refuse") + g.Attempts("us", "gpt-realtime"); n != 2 {
+		t.Fatalf("%d upgrades, want 2", n)
+	}
+}
+
+// After commit, an upstream that drops ends the client's session with
+// the upstream_session_interrupted error event and close 1011, never a
+// silent half-open socket, and the breaker counts the drop.
+func TestRealtimeDropAfterCommit(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime|rt-drop=1", "gpt-realtime")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+		t.Fatalf("first event %s", ev.Type)
+	}
+	sendEvent(t, c, `{"type":"response.create"}`)
+	readUntil(t, c, "response.done")
+	sendEvent(t, c, `{"type":"response.create"}`) // the fake cuts the socket now
+	ev, err := readEvent(t, c)
+	if err != nil || ev.Type != "error" || ev.Error.Code != "upstream_session_interrupted" {
+		t.Fatalf("after the drop: %+v, %v", ev, err)
+	}
+	_, err = readEvent(t, c)
+	if websocket.CloseStatus(err) != websocket.StatusInternalError {
+		t.Fatalf("close %v, want 1011", err)
+	}
+	testkit.Eventually(t, func() bool { return breakerFailures(g, "eu") == 1 }, "the breaker counted the drop")
+}
+
+// A channel that accepts the upgrade and never speaks fails at the
+// model's header_timeout (L4: the upgrade and the first server event),
+// and the walk moves on; a channel slow to session.created likewise.
+func TestRealtimeHeaderTimeout(t *testing.T) {
+	for _, fault := range []string{"rt-silent", "rt-slow=30s"} {
+		t.Run(fault, func(t *testing.T) {
+			g := newRealtime(t, "gpt-realtime|"+fault, "gpt-realtime")
+			type res struct {
+				ev  rtEvent
+				err error
+			}
+			c, _ := dialRealtime(t, g, "voice", nil)
+			defer c.CloseNow()
+			got := make(chan res, 1)
+			go func() {
+				ev, err := readEvent(t, c)
+				got <- res{ev, err}
+			}()
+			g.WaitAttempts("eu", "gpt-realtime|"+fault, 1)
+			g.WaitTimers(2) // max_session and L4
+			g.Clock.Advance(10 * time.Second)
+			r := testkit.Recv(t, got, "the first event")
+			if r.err != nil || r.ev.Type != "session.created" {
+				t.Fatalf("first event %+v, %v", r.ev, r.err)
+			}
+			if g.Attempts("us", "gpt-realtime") != 1 {
+				t.Fatal("the session was not opened on the next region")
+			}
+		})
+	}
+}
+
+// breakerFailures is the failures in the window of channel's breaker.
+func breakerFailures(g *gwtest.Gateway, channel string) int {
+	for _, b := range g.Engine.Breakers().All() {
+		if b.Name() == channel {
+			return b.Snapshot().Failures
+		}
+	}
+	return 0
+}
