@@ -80,9 +80,25 @@ func (a *attempt) session() *classify.HopError {
 			}
 		}
 	}()
+	// closeUp closes the upstream's session with a close frame: its
+	// reader keeps reading (into a drain) until the upstream answers it.
+	var drained chan struct{}
+	closeUp := func() {
+		drained = make(chan struct{})
+		go func() {
+			defer close(drained)
+			for range upIn {
+			}
+		}()
+		_ = up.Close(websocket.StatusNormalClosure, "")
+	}
 	defer func() {
 		_ = up.CloseNow()
-		for range upIn {
+		if drained == nil {
+			for range upIn {
+			}
+		} else {
+			<-drained
 		}
 		wg.Wait()
 	}()
@@ -156,7 +172,7 @@ func (a *attempt) session() *classify.HopError {
 			}
 			if s.client.Write(s.stop, m.typ, m.b) != nil {
 				s.clientEnd = true
-				_ = up.Close(websocket.StatusNormalClosure, "")
+				closeUp()
 				return nil
 			}
 			h.out++
@@ -166,12 +182,12 @@ func (a *attempt) session() *classify.HopError {
 		case m, ok := <-s.in:
 			if !ok {
 				s.clientEnd, s.closeCode = true, websocket.CloseStatus(s.inErr)
-				_ = up.Close(websocket.StatusNormalClosure, "")
+				closeUp()
 				return nil
 			}
 			if m.typ != websocket.MessageText {
 				s.fail(binaryEventError(), websocket.StatusUnsupportedData)
-				_ = up.Close(websocket.StatusNormalClosure, "")
+				closeUp()
 				return nil
 			}
 			if err := up.Write(a.ctx, m.typ, m.b); err != nil {
@@ -180,7 +196,7 @@ func (a *attempt) session() *classify.HopError {
 			h.in++
 		case <-s.stop.Done():
 			s.fail(rtError{Type: "server_error", Code: CodeSessionExpired, Message: "the session reached realtime.max_session"}, websocket.StatusNormalClosure)
-			_ = up.Close(websocket.StatusNormalClosure, "")
+			closeUp()
 			return nil
 		case <-a.ctx.Done():
 			return a.interrupted(context.Cause(a.ctx))

@@ -256,3 +256,213 @@ func breakerFailures(g *gwtest.Gateway, channel string) int {
 	}
 	return 0
 }
+
+// closeOf reads until the session's close and returns its code and the
+// last error event's code.
+func closeOf(t *testing.T, c *websocket.Conn) (websocket.StatusCode, string) {
+	t.Helper()
+	last := ""
+	for {
+		ev, err := readEvent(t, c)
+		if err != nil {
+			return websocket.CloseStatus(err), last
+		}
+		if ev.Type == "error" {
+			last = ev.Error.Code
+		}
+	}
+}
+
+// Hostile and mistaken clients end their own session with a close code
+// that says why, and take its upstream down with it (goleak, TestMain).
+func TestRealtimeHostileClients(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		a      string
+		client func(t *testing.T, c *websocket.Conn)
+		code   websocket.StatusCode
+		event  string
+	}{
+		// why: one event larger than realtime.hold_bytes is refused by the framing (1009).
+		{"oversized frame", "gpt-realtime", func(t *testing.T, c *websocket.Conn) {
+			_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"x","pad":"`+strings.Repeat("a", 5000)+`"}`))
+		}, websocket.StatusMessageTooBig, ""},
+		// why: realtime events are JSON text; binary is a client mistake (1003), said in an error event.
+		{"binary after commit", "gpt-realtime", func(t *testing.T, c *websocket.Conn) {
+			_ = c.Write(t.Context(), websocket.MessageBinary, []byte{0, 1, 2})
+		}, websocket.StatusUnsupportedData, "invalid_event"},
+		// why: before the commit, too: nothing of it reaches a channel.
+		{"binary before commit", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
+			_ = c.Write(t.Context(), websocket.MessageBinary, []byte{0, 1, 2})
+		}, websocket.StatusUnsupportedData, "invalid_event"},
+		// why: what a client sends before session.created is held within hold_bytes, no more (1008).
+		{"hold exceeded", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
+			for range 3 {
+				_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"input_audio_buffer.append","audio":"`+strings.Repeat("A", 2000)+`"}`))
+			}
+		}, websocket.StatusPolicyViolation, "realtime_hold_exceeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newRealtime(t, tc.a, "gpt-realtime")
+			c, _ := dialRealtime(t, g, "voice", nil)
+			defer c.CloseNow()
+			if !strings.Contains(tc.a, "rt-slow") {
+				if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+					t.Fatalf("first event %s", ev.Type)
+				}
+			}
+			tc.client(t, c)
+			if code, ev := closeOf(t, c); code != tc.code || ev != tc.event {
+				t.Fatalf("closed with %v after error event %q; want %v after %q", code, ev, tc.code, tc.event)
+			}
+		})
+	}
+}
+
+// A ping flood is answered by the framing and changes nothing: the
+// session still relays.
+func TestRealtimePingFlood(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime", "gpt-realtime")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		for {
+			ev, err := readEvent(t, c)
+			if err != nil {
+				return
+			}
+			events <- ev.Type
+		}
+	}()
+	if ev := testkit.Recv(t, events, "session.created"); ev != "session.created" {
+		t.Fatalf("first event %s", ev)
+	}
+	for range 500 {
+		if err := c.Ping(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sendEvent(t, c, `{"type":"response.create"}`)
+	for ev := ""; ev != "response.done"; {
+		ev = testkit.Recv(t, events, "the response")
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	for range events {
+	}
+}
+
+// flooder is an upstream that opens the session, then writes 512 KiB
+// events as fast as the gateway takes them.
+func flooder() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		ctx := c.CloseRead(r.Context()) // it reads (a close frame), as real providers do
+		_ = c.Write(ctx, websocket.MessageText, []byte(`{"type":"session.created","session":{"type":"realtime"}}`))
+		big := []byte(`{"type":"response.output_audio.delta","delta":"` + strings.Repeat("A", 512<<10) + `"}`)
+		for c.Write(ctx, websocket.MessageText, big) == nil {
+		}
+	})
+}
+
+// A client that never reads cannot hold a session past
+// realtime.max_session: the gateway's write to it ends there, and with it
+// the session and its upstream.
+func TestRealtimeClientNeverReads(t *testing.T) {
+	yml := strings.ReplaceAll(rtConfig, "{hold_bytes: 4096}", "{hold_bytes: 4096, max_session: 1m}")
+	yml = strings.ReplaceAll(strings.ReplaceAll(yml, `"A"`, `"flood"`), `"B"`, `"x"`)
+	g := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"eu": flooder()}}, yml, "us")
+	ended := g.SpanEnds("dispatch voice")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	g.WaitTimers(1) // max_session (L4 stopped at session.created)
+	g.Clock.Advance(time.Minute)
+	testkit.Recv(t, ended, "the session's end")
+}
+
+// realtime.max_session ends a committed session with session_expired and
+// a normal close; the client's close of its own session closes the
+// upstream (the session's hop ends ok).
+func TestRealtimeMaxSessionAndClientClose(t *testing.T) {
+	yml := strings.ReplaceAll(rtConfig, "{hold_bytes: 4096}", "{hold_bytes: 4096, max_session: 1m}")
+	g := gwtest.New(t, strings.NewReplacer(`"A"`, `"gpt-realtime"`, `"B"`, `"gpt-realtime"`).Replace(yml), "eu", "us")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+		t.Fatalf("first event %s", ev.Type)
+	}
+	g.Clock.Advance(time.Minute)
+	if code, ev := closeOf(t, c); code != websocket.StatusNormalClosure || ev != "session_expired" {
+		t.Fatalf("max_session: closed %v after %q", code, ev)
+	}
+
+	ended := g.SpanEnds("dispatch voice")
+	c2, resp := dialRealtime(t, g, "voice", nil)
+	defer c2.CloseNow()
+	readEvent(t, c2)
+	if err := c2.Close(websocket.StatusNormalClosure, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Recv(t, ended, "the session's end")
+	var hopOutcome, closeCode string
+	for _, s := range g.Trace(resp.Header.Get("X-Request-Id")) {
+		if strings.HasPrefix(s.Name, "realtime ") {
+			for _, a := range s.Attributes {
+				switch string(a.Key) {
+				case telemetry.AttrHopOutcome:
+					hopOutcome = a.Value.Emit()
+				case telemetry.AttrRealtimeCloseCode:
+					closeCode = a.Value.Emit()
+				}
+			}
+		}
+	}
+	if hopOutcome != telemetry.HopOK || closeCode != "1000" {
+		t.Fatalf("hop outcome %q close code %q", hopOutcome, closeCode)
+	}
+}
+
+// No channel opens the session: the client gets all_channels_failed and
+// 1011 after the whole walk, and the front door refuses what is not a
+// realtime session before any upgrade.
+func TestRealtimeRefusals(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime|rt-refuse", "gpt-realtime|rt-refuse")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	if code, ev := closeOf(t, c); code != websocket.StatusInternalError || ev != "all_channels_failed" {
+		t.Fatalf("exhausted: closed %v after %q", code, ev)
+	}
+	for _, tc := range []struct {
+		name, url string
+		upgrade   bool
+		status    int
+	}{
+		// why: a plain GET is a client mistake, said in the OpenAI error shape.
+		{"no upgrade", "/v1/realtime?model=voice", false, http.StatusBadRequest},
+		{"no model", "/v1/realtime", true, http.StatusBadRequest},
+		{"unknown model", "/v1/realtime?model=nope", true, http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.upgrade {
+				_, resp, err := websocket.Dial(t.Context(), g.URL+tc.url, &websocket.DialOptions{HTTPClient: g.Client})
+				if err == nil || resp == nil || resp.StatusCode != tc.status || resp.Header.Get("X-Request-Id") == "" {
+					t.Fatalf("dial: %v %+v", err, resp)
+				}
+				return
+			}
+			resp, err := g.Client.Get(g.URL + tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		})
+	}
+}
