@@ -466,3 +466,55 @@ func TestRealtimeRefusals(t *testing.T) {
 		})
 	}
 }
+
+// One trace per session (DESIGN.md §15): a realtime hop span per attempt,
+// each with an await session child carrying the gate's decision; the
+// serving hop counts events both ways and response.done events, and sums
+// their usage.
+func TestRealtimeTrace(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime|rt-error", "gpt-realtime")
+	ended := g.SpanEnds("dispatch voice")
+	c, resp := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	readEvent(t, c)
+	for range 2 {
+		sendEvent(t, c, `{"type":"response.create"}`)
+		readUntil(t, c, "response.done")
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	testkit.Recv(t, ended, "the session's end")
+	attrs := func(name string) []map[string]string {
+		var out []map[string]string
+		for _, s := range g.Trace(resp.Header.Get("X-Request-Id")) {
+			if s.Name == name {
+				m := map[string]string{}
+				for _, a := range s.Attributes {
+					m[string(a.Key)] = a.Value.Emit()
+				}
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	gates := attrs(telemetry.SpanAwaitSession)
+	if len(gates) != 2 || gates[0][telemetry.AttrGateDecision] != telemetry.GateDiscardError || gates[1][telemetry.AttrGateDecision] != telemetry.GateCommitSession {
+		t.Fatalf("await session spans %v", gates)
+	}
+	served := attrs("realtime gpt-realtime")
+	want := map[string]string{
+		telemetry.AttrRealtimeEventsIn: "2", telemetry.AttrRealtimeEventsOut: "7", telemetry.AttrRealtimeResponses: "2",
+		telemetry.AttrGenAIOutputTokens: "40", telemetry.AttrGenAIInputTokens: "20", telemetry.AttrChannel: "us",
+		"gen_ai.operation.name": "realtime",
+	}
+	if len(served) != 1 {
+		t.Fatalf("serving hop spans %v", served)
+	}
+	for k, v := range want {
+		if served[0][k] != v {
+			t.Errorf("%s = %q, want %q", k, served[0][k], v)
+		}
+	}
+	if failed := attrs("realtime gpt-realtime|rt-error"); len(failed) != 1 || failed[0][telemetry.AttrHopOutcome] != telemetry.HopRetryable {
+		t.Fatalf("failed hop spans %v", failed)
+	}
+}
