@@ -160,9 +160,10 @@ func (s *Server) oncall() oncallView {
 
 	sessions := s.Engine.RealtimeSessions()
 	for _, m := range cfg.Models {
-		r := chainRow{Realtime: slices.Contains(m.Operations, config.OpRealtime), Sessions: sessions[m.Name],Model: m.Name, Profile: m.Policy.Profile, HeaderTimeout: offOr(m.Policy.HeaderTimeout),
+		r := chainRow{Model: m.Name, Profile: m.Policy.Profile, HeaderTimeout: offOr(m.Policy.HeaderTimeout),
 			ChainDeadline: offOr(m.Policy.ChainDeadline), StreamIdle: offOr(m.Policy.StreamIdleTimeout),
 			Fallbacks: strings.Join(m.FallbackModels, ", ")}
+		r.Realtime, r.Sessions = slices.Contains(m.Operations, config.OpRealtime), sessions[m.Name]
 		for _, e := range m.Chain {
 			br := s.Engine.Breakers().Get(e.Channel.ID, dispatch.BreakerPolicy(e.Channel.Breaker))
 			r.Entries = append(r.Entries, entryCell{Channel: e.Channel.ID, Region: e.Channel.Region,
