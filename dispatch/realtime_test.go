@@ -518,3 +518,31 @@ func TestRealtimeTrace(t *testing.T) {
 		t.Fatalf("failed hop spans %v", failed)
 	}
 }
+
+// Clients authenticate with Authorization: Bearer, or, from a browser,
+// with the openai-insecure-api-key.<key> subprotocol; hopgate selects the
+// "realtime" subprotocol and never echoes the key. No key: 401 before
+// any upgrade.
+func TestRealtimeAuth(t *testing.T) {
+	yml := strings.Replace(rtConfig, "auth: {mode: none}", "auth: {keys: [{id: k, sha256: f56e55616b752a361b30b142c781c3078ca55538f7258bd774500361bf279b5e}]}", 1)
+	g := gwtest.New(t, strings.NewReplacer(`"A"`, `"gpt-realtime"`, `"B"`, `"gpt-realtime"`).Replace(yml), "eu", "us")
+	c, resp := dialRealtime(t, g, "voice", &websocket.DialOptions{Subprotocols: []string{"realtime", "openai-insecure-api-key.sk-client-key"}})
+	if c.Subprotocol() != "realtime" || strings.Contains(resp.Header.Get("Sec-Websocket-Protocol"), "sk-client-key") {
+		t.Fatalf("subprotocol %q, header %q", c.Subprotocol(), resp.Header.Get("Sec-Websocket-Protocol"))
+	}
+	if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+		t.Fatalf("first event %s", ev.Type)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	c, _ = dialRealtime(t, g, "voice", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-client-key"}}})
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	for _, opts := range []*websocket.DialOptions{
+		{HTTPClient: g.Client},
+		{HTTPClient: g.Client, Subprotocols: []string{"realtime", "openai-insecure-api-key.wrong"}},
+	} {
+		_, resp, err := websocket.Dial(t.Context(), g.URL+"/v1/realtime?model=voice", opts)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("without a valid key: %v %+v", err, resp)
+		}
+	}
+}
