@@ -2,11 +2,8 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/hopgate/hopgate/dispatch/config"
 )
@@ -33,22 +30,11 @@ func (u *Upstream) RealtimeURL(model string) string {
 // credential that cannot be obtained is ErrCredential.
 func (u *Upstream) SetRealtimeHeaders(ctx context.Context, h http.Header, userAgent string) error {
 	h.Set("User-Agent", userAgent)
-	key := u.ch.APIKey
-	switch u.ch.Provider {
-	case config.ProviderAzure:
-		if u.entra != nil {
-			tok, err := u.entra.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{azureScope}})
-			if err != nil {
-				return fmt.Errorf("%w: Entra ID token: %w", ErrCredential, err)
-			}
-			h.Set("Authorization", "Bearer "+tok.Token)
-		} else if key != "" {
-			h.Set("api-key", key)
-		}
-	default:
-		if key != "" {
-			h.Set("Authorization", "Bearer "+key)
-		}
+	if u.ch.Provider == config.ProviderAzure {
+		return u.setAzureCredential(ctx, h)
+	}
+	if key := u.ch.APIKey; key != "" {
+		h.Set("Authorization", "Bearer "+key)
 	}
 	return nil
 }
