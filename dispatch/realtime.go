@@ -197,6 +197,10 @@ func (s *session) release() {
 func (s *session) end(c *call) {
 	s.maxTimer.Stop()
 	s.release()
+	// The reader stops first: one blocked handing over an event would
+	// otherwise keep the close handshake below from reading the client's
+	// close frame.
+	close(s.quit)
 	code, reason := websocket.StatusNormalClosure, ""
 	if s.failure != nil && !s.clientEnd {
 		// Bounded on the engine's clock: a client that does not read
@@ -218,7 +222,6 @@ func (s *session) end(c *call) {
 		s.closeCode = code
 	}
 	s.stopNow(context.Canceled)
-	close(s.quit)
 	for range s.in {
 		// Drain: the reader may be delivering a last event.
 	}

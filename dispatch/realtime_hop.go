@@ -137,6 +137,10 @@ func (a *attempt) session() *classify.HopError {
 				if err := a.commitSession(up, append(held, m), &h); err != nil {
 					return err
 				}
+				if s.clientEnd {
+					closeUp() // the client left as the session opened
+					return nil
+				}
 			case rtevent.TypeError:
 				decide(telemetry.GateDiscardError, len(held)+1, heldN+len(m.b))
 				return &classify.HopError{Kind: classify.KindStreamError, Cause: fmt.Errorf("error event before session.created: %s: %s", ev.ErrorCode, ev.ErrorMessage)}
