@@ -381,7 +381,7 @@ func (c *call) tryChannel(m *config.Model, entry config.Entry, br *breaker.Break
 func (c *call) hop(m *config.Model, entry config.Entry, try int) *classify.HopError {
 	a := c.newAttempt(m, entry, try, "")
 	if c.rt != nil {
-		err := a.session() // realtime_hop.go
+		err := (&rtAttempt{attempt: a}).session() // realtime_hop.go
 		a.end(err)
 		return err
 	}
@@ -486,7 +486,7 @@ func (c *call) ctxError() *classify.HopError {
 // client that left.
 func (c *call) finish(last *classify.HopError) {
 	if c.rt != nil {
-		c.finishSession(last) // the client is a WebSocket (realtime.go)
+		c.rt.finish(c, last) // the client is a WebSocket (realtime.go)
 		return
 	}
 	switch {

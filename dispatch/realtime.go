@@ -95,7 +95,7 @@ func (e *Engine) ServeRealtime(w http.ResponseWriter, r *http.Request, req *Requ
 	c := e.begin(w, r, req)
 	defer c.release()
 	model := req.Model.Name
-	if !c.accept(r) {
+	if !acceptSession(c, r) {
 		c.rw.outcome, c.rw.status = telemetry.OutcomeBadRequest, http.StatusBadRequest
 		return c.end(r)
 	}
@@ -110,9 +110,10 @@ func (e *Engine) ServeRealtime(w http.ResponseWriter, r *http.Request, req *Requ
 	return res
 }
 
-// accept upgrades the client, with hopgate's headers on the 101, and starts
-// its reader; false when the upgrade failed (websocket.Accept answered).
-func (c *call) accept(r *http.Request) bool {
+// acceptSession upgrades c's client, with hopgate's headers on the 101,
+// and starts its reader; false when the upgrade failed (websocket.Accept
+// answered).
+func acceptSession(c *call, r *http.Request) bool {
 	g := c.headers()
 	c.rw.setGatewayHeaders(&g)
 	conn, err := websocket.Accept(c.rw.w, r, &websocket.AcceptOptions{
@@ -259,11 +260,11 @@ const (
 	CodeBinaryEvent        = "invalid_event"
 )
 
-// finishSession is finish for a session no channel opened: the client
-// gets why as an error event when the walk ends (end), or nothing when it
-// left.
-func (c *call) finishSession(last *classify.HopError) {
-	s, path := c.rt, telemetry.FormatPath(c.steps)
+// finish is the call's finish for a session: when no channel opened it,
+// the client gets why as an error event when the walk ends (end), or
+// nothing when it left.
+func (s *session) finish(c *call, last *classify.HopError) {
+	path := telemetry.FormatPath(c.steps)
 	switch {
 	case s.clientEnd:
 		c.rw.outcome = OutcomeCanceled

@@ -18,9 +18,10 @@ import (
 	"github.com/hopgate/hopgate/telemetry"
 )
 
-// rtHop is what one realtime hop relayed (the hop span's session
-// attributes).
-type rtHop struct {
+// rtAttempt is a realtime hop: the attempt, and what its session
+// relayed (the hop span's session attributes).
+type rtAttempt struct {
+	*attempt
 	in, out, responses int64
 }
 
@@ -29,15 +30,14 @@ type rtHop struct {
 // client's held until then too), the commit, then the relay both ways
 // until one side ends. nil: a committed session ended without the
 // channel's fault (the client closed, or realtime.max_session).
-func (a *attempt) session() *classify.HopError {
+func (a *rtAttempt) session() *classify.HopError {
 	c, s := a.c, a.c.rt
 	defer a.cancel(nil)
 	if a.upErr != nil {
 		return a.transportError(fmt.Errorf("%w: %w", provider.ErrCredential, a.upErr))
 	}
-	var h rtHop
 	defer func() {
-		a.span.Session(telemetry.SessionEnd{EventsIn: h.in, EventsOut: h.out, Responses: h.responses, CloseCode: int(max(s.closeCode, 0))})
+		a.span.Session(telemetry.SessionEnd{EventsIn: a.in, EventsOut: a.out, Responses: a.responses, CloseCode: int(max(s.closeCode, 0))})
 	}()
 	gate := a.span.AwaitSession(a.ctx)
 	gateStart := c.e.clock.Now()
@@ -134,7 +134,7 @@ func (a *attempt) session() *classify.HopError {
 					return c.lostCommit()
 				}
 				decide(telemetry.GateCommitSession, len(held)+1, heldN+len(m.b))
-				if err := a.commitSession(up, append(held, m), &h); err != nil {
+				if err := a.commitSession(up, append(held, m)); err != nil {
 					return err
 				}
 				if s.clientEnd {
@@ -179,9 +179,9 @@ func (a *attempt) session() *classify.HopError {
 				closeUp()
 				return nil
 			}
-			h.out++
+			a.out++
 			if m.typ == websocket.MessageText && bytes.Contains(m.b, responseDoneMarker) {
-				a.responseDone(m.b, &h)
+				a.responseDone(m.b)
 			}
 		case m, ok := <-s.in:
 			if !ok {
@@ -197,7 +197,7 @@ func (a *attempt) session() *classify.HopError {
 			if err := up.Write(a.ctx, m.typ, m.b); err != nil {
 				return a.interrupted(err)
 			}
-			h.in++
+			a.in++
 		case <-s.stop.Done():
 			s.fail(rtError{Type: "server_error", Code: CodeSessionExpired, Message: "the session reached realtime.max_session"}, websocket.StatusNormalClosure)
 			closeUp()
@@ -215,7 +215,7 @@ var responseDoneMarker = []byte(`"response.done"`)
 // commitSession sends the held upstream events (session.created last) to
 // the client, then replays the client's held events, in order, to the
 // committed channel.
-func (a *attempt) commitSession(up *websocket.Conn, held []rtMsg, h *rtHop) *classify.HopError {
+func (a *rtAttempt) commitSession(up *websocket.Conn, held []rtMsg) *classify.HopError {
 	c, s := a.c, a.c.rt
 	s.committed = true
 	c.rw.answered, c.rw.written = true, true
@@ -225,13 +225,13 @@ func (a *attempt) commitSession(up *websocket.Conn, held []rtMsg, h *rtHop) *cla
 			s.clientEnd = true
 			return nil
 		}
-		h.out++
+		a.out++
 	}
 	for _, m := range s.held {
 		if err := up.Write(a.ctx, m.typ, m.b); err != nil {
 			return a.interrupted(err)
 		}
-		h.in++
+		a.in++
 	}
 	s.release()
 	return nil
@@ -240,7 +240,7 @@ func (a *attempt) commitSession(up *websocket.Conn, held []rtMsg, h *rtHop) *cla
 // clientBeforeCommit holds a client event sent before the commit, or ends
 // the walk: the client left, sent a binary message, or sent more than the
 // hold may keep.
-func (a *attempt) clientBeforeCommit(m rtMsg, ok bool) *classify.HopError {
+func (a *rtAttempt) clientBeforeCommit(m rtMsg, ok bool) *classify.HopError {
 	c, s := a.c, a.c.rt
 	var why error
 	switch {
@@ -276,7 +276,7 @@ func binaryEventError() rtError {
 
 // gateEnded classifies a gate whose hop context ended (nil: it has not):
 // L4, the chain deadline, or the walk's end.
-func (a *attempt) gateEnded(decide func(string, int, int), frames, n int) *classify.HopError {
+func (a *rtAttempt) gateEnded(decide func(string, int, int), frames, n int) *classify.HopError {
 	if a.ctx.Err() == nil {
 		return nil
 	}
@@ -296,14 +296,14 @@ func (a *attempt) gateEnded(decide func(string, int, int), frames, n int) *class
 }
 
 // headerTimedOut counts L4 firing on this hop.
-func (a *attempt) headerTimedOut() {
+func (a *rtAttempt) headerTimedOut() {
 	a.c.e.tel.Metrics.HeaderTimeout(a.ctx, a.ch.ID, a.m.Name)
 }
 
 // interrupted ends a committed session the upstream dropped or failed:
 // the client gets the upstream_session_interrupted error event and close
 // 1011, never a silent half-open socket; the breaker counts it.
-func (a *attempt) interrupted(err error) *classify.HopError {
+func (a *rtAttempt) interrupted(err error) *classify.HopError {
 	c, s := a.c, a.c.rt
 	why := "the upstream session ended"
 	if err != nil {
@@ -319,12 +319,12 @@ func (a *attempt) interrupted(err error) *classify.HopError {
 
 // responseDone counts a response.done, sums its usage on the hop and
 // passes it to the ledger (Request.OnResponseDone).
-func (a *attempt) responseDone(b []byte, h *rtHop) {
+func (a *rtAttempt) responseDone(b []byte) {
 	ev, err := rtevent.Parse(b)
 	if err != nil || ev.Type != rtevent.TypeResponseDone {
 		return
 	}
-	h.responses++
+	a.responses++
 	if ev.Usage {
 		a.usage.InputTokens += ev.InputTokens
 		a.usage.OutputTokens += ev.OutputTokens
@@ -338,7 +338,7 @@ func (a *attempt) responseDone(b []byte, h *rtHop) {
 // dial opens the upstream's WebSocket with the channel's credential and
 // traceparent; a refused upgrade is classified by its status like any
 // upstream answer (its Retry-After and body included).
-func (a *attempt) dial() (*websocket.Conn, *classify.HopError) {
+func (a *rtAttempt) dial() (*websocket.Conn, *classify.HopError) {
 	c := a.c
 	hdr := http.Header{}
 	if err := a.up.SetRealtimeHeaders(a.ctx, hdr, c.e.userAgent); err != nil {
