@@ -557,6 +557,8 @@ func operationName(op string) string {
 		return telemetry.OperationGenerate
 	case "responses":
 		return telemetry.OperationChat
+	case config.OpRealtime:
+		return telemetry.OperationRealtime
 	}
 	return telemetry.OperationChat
 }

@@ -70,6 +70,9 @@ type call struct {
 	// on from the caller's frame (pump.go), and the walk is over once it
 	// is open.
 	ans Answer
+	// rt is a realtime session's client side (realtime.go); nil for
+	// every other request.
+	rt *session
 
 	// Backing arrays of steps and statuses: most requests take a step or
 	// two, and the call is allocated anyway.
@@ -385,6 +388,11 @@ func (c *call) tryChannel(m *config.Model, entry config.Entry, br *breaker.Break
 // then resumed (mid_stream: resume) or ended with the in-band error.
 func (c *call) hop(m *config.Model, entry config.Entry, try int) *classify.HopError {
 	a := c.newAttempt(m, entry, try, "")
+	if c.rt != nil {
+		err := (&rtAttempt{attempt: a}).session() // realtime_hop.go
+		a.end(err)
+		return err
+	}
 	err := a.run()
 	if err == errStreamOpen {
 		return err // the hop ends with its stream (Answer.End)
@@ -491,6 +499,10 @@ func (c *call) ctxError() *classify.HopError {
 // (after fallbacks), exhaustion, the chain deadline, or nothing at all for a
 // client that left.
 func (c *call) finish(last *classify.HopError) {
+	if c.rt != nil {
+		c.rt.finish(c, last) // the client is a WebSocket (realtime.go)
+		return
+	}
 	switch {
 	case c.clientCtx.Err() != nil && c.stop.err() != errChainDeadline:
 		c.rw.outcome = OutcomeCanceled

@@ -39,6 +39,14 @@
 // 8 KiB, as the bare proxy's does (TestStreamStackStaysSmall,
 // docs/performance.md). Engine.Serve is Start, Pump and End.
 //
+// A realtime session (DESIGN.md §15, realtime.go, realtime_hop.go) is a
+// second kind of attempt inside the same walk: ServeRealtime upgrades the
+// client first (its events sent before a channel commits are held and
+// replayed), then each hop dials the channel under L4, holds its events
+// in the session gate until session.created, commits and relays frames
+// both ways untouched until one side ends. The breaker, the responder's
+// claim, the hop spans and the metrics are the request path's own.
+//
 // Every hop also feeds its channel's early-warning detector (the
 // attempt's ew: headers, first token, outcome), classified as the breaker
 // is.

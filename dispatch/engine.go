@@ -101,6 +101,11 @@ type Engine struct {
 	streams openStreams
 	// windows are the channels' rate-limit windows (windows.go).
 	windows channelWindows
+	// Realtime sessions (realtime.go): open ones per model, and the
+	// client that dials their upstreams.
+	sessions sync.Map // model name -> *sessionCount
+	rtOnce   sync.Once
+	rtClient *http.Client
 }
 
 // New builds an Engine.
@@ -255,6 +260,9 @@ type Request struct {
 	// Content-Type is neither JSON nor text is committed at headers and
 	// streamed through (passthrough.go) instead of buffered and inspected.
 	Binary bool
+	// OnResponseDone, if set, is called for every response.done of a
+	// committed realtime session (ServeRealtime): the wallet's charge.
+	OnResponseDone func(ResponseDone)
 	// Tenant pays for the request: the client key's tenant (the key id
 	// unless configured otherwise). A span attribute only, never a metric
 	// label.

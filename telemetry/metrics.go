@@ -65,6 +65,7 @@ type Metrics struct {
 	wallet             walletInstruments // wallet.go
 	overload           overloadMetrics   // overload.go
 	ratelimit          rateLimitInstruments
+	realtime           realtimeMetrics // realtime.go
 	ewDemoted          metric.Int64ObservableGauge
 	ewDemotions        metric.Int64Counter
 	ewReordered        metric.Int64Counter
@@ -195,6 +196,7 @@ func NewMetrics(mp metric.MeterProvider, region string) (*Metrics, error) {
 		metric.WithInt64Callback(m.observeBreakers))
 	errs = append(errs, err)
 	errs = append(errs, m.initOverload(meter))
+	errs = append(errs, m.realtime.init(meter))
 	m.ewDemoted, err = meter.Int64ObservableGauge(MetricEarlyWarningDemoted,
 		metric.WithDescription("1 while early warning has demoted the channel (moved to the end of its chains), else 0."),
 		metric.WithInt64Callback(m.observeWarnings))

@@ -100,6 +100,7 @@ type hopRec struct {
 	url           []attribute.KeyValue // Spans.urlAttrs, shared
 	fields, betas []string             // Dropped
 	streamEnd     string
+	session       *SessionEnd // a realtime hop's (realtime.go)
 	end           HopEnd
 	ended         bool
 }
@@ -247,7 +248,7 @@ func (sp *spanRec) maxAttrs() int {
 	case recDegraded:
 		return 4
 	case recHop:
-		return 12 + len(sp.hop.url) + 2 + 1 + 9
+		return 12 + len(sp.hop.url) + 2 + 1 + 9 + 4
 	case recAwait:
 		return 1
 	case recGate:
@@ -280,6 +281,9 @@ func (sp *spanRec) appendAttrs(a []attribute.KeyValue) []attribute.KeyValue {
 		a = appendDroppedAttrs(a, h.fields, h.betas)
 		if h.streamEnd != "" {
 			a = append(a, attribute.String(AttrStreamEnd, h.streamEnd))
+		}
+		if h.session != nil {
+			a = appendSessionAttrs(a, h.session)
 		}
 		if h.ended {
 			a = appendHopEndAttrs(a, &h.end)

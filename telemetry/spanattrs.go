@@ -135,7 +135,7 @@ func appendGateAttrs(a []attribute.KeyValue, decision string, frames, bytes int)
 
 // gateFailed reports whether a gate decision is an error.
 func gateFailed(decision string) bool {
-	return decision != GateCommitContent && decision != GateCommitTimeout
+	return decision != GateCommitContent && decision != GateCommitTimeout && decision != GateCommitSession
 }
 
 // abortedEvent is the event of a binary answer cut after commit.

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,6 +96,9 @@ type chainRow struct {
 	Model, Profile, HeaderTimeout, ChainDeadline, StreamIdle string
 	Fallbacks                                                string
 	Entries                                                  []entryCell
+	// Realtime: the model serves realtime sessions; Sessions are open now.
+	Realtime bool
+	Sessions int64
 }
 
 type entryCell struct {
@@ -154,10 +158,12 @@ func (s *Server) oncall() oncallView {
 		v.Failovers = append(v.Failovers, r)
 	}
 
+	sessions := s.Engine.RealtimeSessions()
 	for _, m := range cfg.Models {
 		r := chainRow{Model: m.Name, Profile: m.Policy.Profile, HeaderTimeout: offOr(m.Policy.HeaderTimeout),
 			ChainDeadline: offOr(m.Policy.ChainDeadline), StreamIdle: offOr(m.Policy.StreamIdleTimeout),
 			Fallbacks: strings.Join(m.FallbackModels, ", ")}
+		r.Realtime, r.Sessions = slices.Contains(m.Operations, config.OpRealtime), sessions[m.Name]
 		for _, e := range m.Chain {
 			br := s.Engine.Breakers().Get(e.Channel.ID, dispatch.BreakerPolicy(e.Channel.Breaker))
 			r.Entries = append(r.Entries, entryCell{Channel: e.Channel.ID, Region: e.Channel.Region,

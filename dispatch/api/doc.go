@@ -14,5 +14,8 @@
 // dispatch.Engine; the package never talks to an upstream itself. The
 // public status page (/status, /status.json; package status) is routed
 // here too (status.go), and each proxied request's outcome is counted for
-// it.
+// it. GET /v1/realtime (realtime.go) runs the same checks before the
+// WebSocket upgrade (the key may come as the browser's
+// openai-insecure-api-key.<key> subprotocol) and hands the session to
+// dispatch.Engine.ServeRealtime; sessions are not charged yet.
 package api

@@ -33,6 +33,12 @@ func (s *Server) SetWallet(w *wallet.Wallet) { s.wallet.Store(w) }
 // snapshot (no database call per request). It returns the tenant, or the
 // error to answer with.
 func (s *Server) identify(cfg *config.Config, r *http.Request) (tenant string, e *apierror.Error) {
+	return s.identifyWith(cfg, r, keySum)
+}
+
+// identifyWith is identify with the key read by sum (realtime.go reads a
+// browser's subprotocol key too).
+func (s *Server) identifyWith(cfg *config.Config, r *http.Request, keySum func(*http.Request) ([32]byte, bool)) (tenant string, e *apierror.Error) {
 	if cfg.Auth.Mode == config.AuthNone {
 		return "", nil
 	}

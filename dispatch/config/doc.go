@@ -47,6 +47,7 @@
 //	telemetry       mapping        see below
 //	status          mapping        see below
 //	overload        mapping        see below
+//	realtime        mapping        hold_bytes (default 1 MiB, ≥ 1024), max_session (default 60m)
 //	policy          mapping        see below (global policy)
 //	channels        list           see below
 //	models          list           required, at least one
@@ -230,7 +231,7 @@
 //	    prefill         bool      default: the channel's prefill
 //	policy            mapping     per-model policy (no breaker, early_warning or retries)
 //	operations        list        default [chat]; chat, completions, embeddings, images,
-//	                              audio_speech, audio_transcriptions, responses
+//	                              audio_speech, audio_transcriptions, responses, realtime
 //	fallback_models   list        default []; other existing models, not itself (opt-in
 //	                              cross-model fallback, visible in the response)
 //	context_fallback  string      default ""; another existing model used on context_length_exceeded

@@ -28,6 +28,7 @@ type rawFile struct {
 	modelsNode    *yaml.Node // value of the models key, nil when absent
 	wallet        rawWallet  // store, billing, admin_auth (wallet.go)
 	rateLimits    rawRateLimits
+	realtime      rawRealtime
 }
 
 type rawAuth struct {
@@ -148,6 +149,7 @@ func (p *parser) file(root *yaml.Node) *rawFile {
 		},
 		"auth":     func(_, v *yaml.Node) { f.auth = p.auth(v) },
 		"overload": func(_, v *yaml.Node) { f.overload = p.overload(v) },
+		"realtime": func(_, v *yaml.Node) { f.realtime = p.realtime(v) },
 		"admin": func(_, v *yaml.Node) {
 			p.mapping(v, "admin", fields{
 				"token_env": func(_, v *yaml.Node) { f.adminTokenEnv = p.envName(v, "token_env in admin") },

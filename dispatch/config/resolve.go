@@ -166,6 +166,7 @@ func (p *parser) resolve(f *rawFile) *Config {
 		Region:       f.region.or(""),
 		MaxBodyBytes: f.maxBodyBytes.or(DefaultMaxBodyBytes),
 		Overload:     f.overload.resolve(),
+		Realtime:     f.realtime.resolve(),
 		Telemetry: Telemetry{
 			HealthySampleRatio: f.telemetry.healthySampleRatio.or(1),
 			RecordContent:      f.telemetry.recordContent.or(false),
@@ -387,6 +388,7 @@ func (p *parser) resolveModels(c *Config, f *rawFile, base Policy) {
 		m.Chain = p.chain(c, rm, ctx)
 		m.MaxTokensDefault = rm.maxTokens.v
 		p.families(m, rm, ctx)
+		p.realtimeChannels(m, rm, ctx)
 		c.models[m.Name] = m
 		c.Models = append(c.Models, m)
 		todo = append(todo, pending{m, rm})

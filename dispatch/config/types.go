@@ -20,6 +20,7 @@ type Config struct {
 	Telemetry Telemetry
 	Status    Status
 	Overload  Overload
+	Realtime  Realtime // realtime sessions (realtime.go)
 	// Tenants and wallets (DESIGN §9; wallet.go).
 	Store     Store
 	Billing   Billing

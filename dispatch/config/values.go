@@ -41,7 +41,7 @@ const (
 	OpResponses           = "responses"
 )
 
-var operations = []string{OpChat, OpCompletions, OpEmbeddings, OpImages, OpAudioSpeech, OpAudioTranscriptions, OpResponses}
+var operations = []string{OpChat, OpCompletions, OpEmbeddings, OpImages, OpAudioSpeech, OpAudioTranscriptions, OpResponses, OpRealtime}
 
 func knownOperation(op string) bool {
 	for _, o := range operations {

@@ -321,14 +321,8 @@ func (u *Upstream) SetHeaders(ctx context.Context, req *http.Request, r *Request
 			h["Authorization"] = hv[3:4:4]
 		}
 	case config.ProviderAzure:
-		if u.entra != nil {
-			tok, err := u.entra.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{azureScope}})
-			if err != nil {
-				return fmt.Errorf("%w: Entra ID token: %w", ErrCredential, err)
-			}
-			h.Set("Authorization", "Bearer "+tok.Token)
-		} else {
-			h.Set("api-key", key)
+		if err := u.setAzureCredential(ctx, h); err != nil {
+			return err
 		}
 	case config.ProviderAnthropic:
 		h.Set("x-api-key", key)
@@ -363,6 +357,21 @@ func (u *Upstream) SetHeaders(ctx context.Context, req *http.Request, r *Request
 			return fmt.Errorf("%w: SigV4 signing: %w", ErrCredential, err)
 		}
 	}
+	return nil
+}
+
+// setAzureCredential sets an Azure channel's credential: an Entra ID
+// token when the channel uses one, else its api-key.
+func (u *Upstream) setAzureCredential(ctx context.Context, h http.Header) error {
+	if u.entra == nil {
+		h.Set("api-key", u.ch.APIKey)
+		return nil
+	}
+	tok, err := u.entra.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{azureScope}})
+	if err != nil {
+		return fmt.Errorf("%w: Entra ID token: %w", ErrCredential, err)
+	}
+	h.Set("Authorization", "Bearer "+tok.Token)
 	return nil
 }
 

@@ -21,7 +21,10 @@
 // completions, responses (typed events, no [DONE]), embeddings (Embedding),
 // images/generations, audio/speech (SpeechAudio, audio/mpeg),
 // audio/transcriptions (multipart; the text is FileDigest of the upload);
-// GET models.
+// GET models. GET /v1/realtime (and Azure's /openai/realtime,
+// /openai/v1/realtime) is a WebSocket realtime session with its own fault
+// words (rt-refuse, rt-silent, rt-error, rt-close, rt-drop=N, rt-slow=D;
+// see realtime.go), given in the model query parameter.
 //
 // # Dialects
 //

@@ -334,6 +334,10 @@ var routes = map[string]endpoint{
 // which net/http turns into an aborted connection: serve the Server from a
 // real listener, not a ResponseRecorder.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if realtimePath(r.URL.Path) {
+		s.serveRealtime(w, r) // realtime.go: a WebSocket, not a request
+		return
+	}
 	tgt := route(r)
 	ex := &exchange{
 		s: s, w: w, r: r, rc: http.NewResponseController(w), ctx: r.Context(),

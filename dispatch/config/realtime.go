@@ -1,0 +1,67 @@
+package config
+
+import (
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// OpRealtime is the operation of GET /v1/realtime (DESIGN.md §15): a
+// WebSocket session, served by openai and azure channels only.
+const OpRealtime = "realtime"
+
+// Realtime bounds realtime sessions (top-level key realtime).
+type Realtime struct {
+	// HoldBytes bounds the client events held before a session commits
+	// (replayed to the committed channel), on the overload budget; it is
+	// also the largest single event either side may send.
+	HoldBytes int64
+	// MaxSession bounds one session's life.
+	MaxSession time.Duration
+}
+
+// Defaults of the realtime block.
+const (
+	DefaultRealtimeHoldBytes  = 1 << 20
+	DefaultRealtimeMaxSession = 60 * time.Minute
+)
+
+type rawRealtime struct {
+	holdBytes  val[int64]
+	maxSession val[time.Duration]
+}
+
+func (p *parser) realtime(n *yaml.Node) rawRealtime {
+	var r rawRealtime
+	p.mapping(n, "realtime", fields{
+		"hold_bytes":  func(_, v *yaml.Node) { r.holdBytes = p.integer(v, "hold_bytes in realtime", 1024) },
+		"max_session": func(_, v *yaml.Node) { r.maxSession = p.duration(v, "max_session in realtime", true) },
+	})
+	return r
+}
+
+func (r rawRealtime) resolve() Realtime {
+	return Realtime{
+		HoldBytes:  r.holdBytes.or(DefaultRealtimeHoldBytes),
+		MaxSession: r.maxSession.or(DefaultRealtimeMaxSession),
+	}
+}
+
+// realtimeChannels checks that every channel of a model serving realtime
+// speaks a realtime API (openai, azure); families reports the
+// Anthropic-family ones (they serve chat only).
+func (p *parser) realtimeChannels(m *Model, rm *rawModel, ctx string) {
+	serves := false
+	for _, op := range m.Operations {
+		serves = serves || op == OpRealtime
+	}
+	if !serves {
+		return
+	}
+	for _, e := range m.Chain {
+		if ch := e.Channel; ch != nil && ch.Provider != ProviderOpenAI && ch.Provider != ProviderAzure && !AnthropicFamily(ch.Provider) {
+			p.errorf(rm.operations.node, "%s serves %q, but channel %q of its chain (provider %s) has no realtime API (openai and azure do)",
+				ctx, OpRealtime, ch.ID, ch.Provider)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
+)
+
+const realtimeYAML = `
+listen: {{listen}}
+admin_listen: {{admin}}
+auth: {mode: none}
+store: {driver: sqlite, path: ":memory:"}
+channels:
+  - {id: eu, base_url: "{{url:eu}}", api_key_env: CHANNEL_KEY, region: eu-west-1}
+  - {id: us, base_url: "{{url:us}}", api_key_env: CHANNEL_KEY, region: us-east-1}
+models:
+  - name: voice
+    operations: [realtime]
+    chain:
+      - {channel: eu, upstream_model: "gpt-realtime|rt-refuse"}
+      - {channel: us, upstream_model: gpt-realtime}
+`
+
+// The process counts realtime sessions: /admin shows the open ones per
+// model, /metrics the three realtime series of DESIGN.md §15, and the
+// status page counts an ended session like a request.
+func TestRealtimeSessionsAreCounted(t *testing.T) {
+	g := gwtest.Start(t, gwtest.Options{}, realtimeYAML, "eu", "us")
+	get := func(url string) string {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model=voice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), `"session.created"`) {
+		t.Fatalf("first event %s, %v", b, err)
+	}
+	if page := get(g.AdminURL + "/admin"); !strings.Contains(page, "realtime sessions open: 1") {
+		t.Fatalf("/admin does not count the open session")
+	}
+	if m := get(g.AdminURL + "/metrics"); !strings.Contains(m, `hopgate_realtime_sessions_active{model="voice",region=""} 1`) {
+		t.Fatalf("/metrics lacks the active session:\n%s", grepLines(m, "realtime"))
+	}
+	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, func() bool { return statusCounts(t, g)["voice"] == [2]int64{1, 0} }, fmt.Sprint("/status.json counted the session: ", statusCounts(t, g)))
+	m := get(g.AdminURL + "/metrics")
+	for _, want := range []string{
+		`hopgate_realtime_sessions_active{model="voice",region=""} 0`,
+		`hopgate_realtime_sessions_total{model="voice",outcome="failover_ok",region=""} 1`,
+		`hopgate_realtime_session_duration_seconds_count{model="voice",region=""} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(m, "realtime"))
+		}
+	}
+	if page := get(g.AdminURL + "/admin"); !strings.Contains(page, "realtime sessions open: 0") {
+		t.Fatalf("/admin still counts the closed session")
+	}
+	// The refusal's Retry-After opened eu's breaker: L1 skips it before
+	// dialing the next session.
+	c2, _, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model=voice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.CloseNow()
+	if _, _, err := c2.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = c2.Close(websocket.StatusNormalClosure, "")
+	if m := get(g.AdminURL + "/metrics"); !strings.Contains(m, `hopgate_breaker_skips_total{channel="eu",channel_region="eu-west-1",model="voice",region=""} 1`) {
+		t.Fatalf("no L1 skip of eu:\n%s", grepLines(m, "skips"))
+	}
+	if g.Attempts("eu", "gpt-realtime|rt-refuse") != 1 {
+		t.Fatal("the open channel was dialed")
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,317 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hopgate/hopgate/dispatch/classify"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/overload"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// A realtime session (DESIGN.md §15) is a request whose answer is a
+// WebSocket: the client is upgraded first (so the events it sends while
+// the walk runs can be held), then the same walk, breakers, responder and
+// span recorder as every request open the session on the first healthy
+// channel. Each hop is an attempt whose run is session (realtime_hop.go):
+// dial, the session gate, then the relay until the session ends.
+
+// Why a session stops before either side closed.
+var (
+	errMaxSession     = errors.New("realtime.max_session reached")
+	errClientGone     = errors.New("the realtime client closed the session")
+	errHoldExceeded   = errors.New("client events before session.created exceed realtime.hold_bytes")
+	errHoldBudget     = errors.New("the buffer budget cannot hold the client's events before session.created")
+	errBinaryFromUser = errors.New("a realtime client sent a binary message (events are JSON text)")
+)
+
+// Close codes of the client's session beyond websocket's.
+const closeTryAgainLater websocket.StatusCode = 1013
+
+// RealtimeSubprotocol is the subprotocol hopgate selects when a client
+// offers it (browsers must get one they offered, or they fail the socket);
+// the openai-insecure-api-key.<key> protocol is read for the key and
+// never echoed.
+const RealtimeSubprotocol = "realtime"
+
+// ResponseDone is one response.done of a committed session: what a wallet
+// charges, keyed by the response id.
+type ResponseDone struct {
+	ResponseID                string
+	InputTokens, OutputTokens int64
+	Usage                     bool
+}
+
+// rtMsg is one WebSocket message, relayed as it came.
+type rtMsg struct {
+	typ websocket.MessageType
+	b   []byte
+}
+
+// session is the client side of a realtime request, across the walk: the
+// client's socket and its reader, the client events held until a channel
+// commits (in order, on the buffer budget), and why it stopped.
+type session struct {
+	client *websocket.Conn
+	in     chan rtMsg // the client's events (clientReader); closed when it stops
+	inErr  error      // why the client reader stopped, read after in is closed
+	held   []rtMsg
+	heldN  int64
+	maxN   int64
+	hold   overload.Hold
+
+	// stop ends the session from outside the relay: realtime.max_session.
+	// quit stops the client reader once the session is over.
+	quit      chan struct{}
+	stop      context.Context
+	stopNow   context.CancelCauseFunc
+	maxTimer  clockwork.Timer
+	committed bool
+	clientEnd bool                 // the client closed, or its socket failed
+	closeCode websocket.StatusCode // the code the session ended with (-1: none)
+	failure   *rtError             // the error event the session ends with (nil: none)
+	onDone    func(ResponseDone)
+	opened    time.Time
+	readers   sync.WaitGroup
+}
+
+// sessionCount is one model's open sessions.
+type sessionCount struct{ n atomic.Int64 }
+
+// ServeRealtime upgrades the client to a WebSocket and walks the model's
+// chain for a realtime session (DESIGN.md §15), then relays it until it
+// ends. The caller (package api) ran the front-door checks; an upgrade
+// that fails has written its own HTTP error.
+func (e *Engine) ServeRealtime(w http.ResponseWriter, r *http.Request, req *Request) Result {
+	c := e.begin(w, r, req)
+	defer c.release()
+	model := req.Model.Name
+	if !acceptSession(c, r) {
+		c.rw.outcome, c.rw.status = telemetry.OutcomeBadRequest, http.StatusBadRequest
+		return c.end(r)
+	}
+	s := c.rt
+	e.tel.Metrics.RealtimeOpened(r.Context(), model)
+	e.sessionOpened(model, 1)
+	c.run()
+	s.end(c)
+	res := c.end(r)
+	e.sessionOpened(model, -1)
+	e.tel.Metrics.RealtimeClosed(r.Context(), model, res.Outcome, e.clock.Since(s.opened))
+	return res
+}
+
+// acceptSession upgrades c's client, with hopgate's headers on the 101,
+// and starts its reader; false when the upgrade failed (websocket.Accept
+// answered).
+func acceptSession(c *call, r *http.Request) bool {
+	g := c.headers()
+	c.rw.setGatewayHeaders(&g)
+	conn, err := websocket.Accept(c.rw.w, r, &websocket.AcceptOptions{
+		Subprotocols: []string{RealtimeSubprotocol},
+		// Clients authenticate with a key, never a cookie: a page of
+		// another origin gains nothing it did not already hold.
+		InsecureSkipVerify: true,
+	})
+	if err != nil {
+		return false
+	}
+	rt := c.req.Config.Realtime
+	s := &session{client: conn, in: make(chan rtMsg), maxN: rt.HoldBytes, hold: overload.NewHold(c.e.budget),
+		closeCode: -1, onDone: c.req.OnResponseDone, opened: c.e.clock.Now(), quit: make(chan struct{})}
+	if s.maxN <= 0 {
+		s.maxN = config.DefaultRealtimeHoldBytes
+	}
+	maxSession := rt.MaxSession
+	if maxSession <= 0 {
+		maxSession = config.DefaultRealtimeMaxSession
+	}
+	s.stop, s.stopNow = context.WithCancelCause(context.Background())
+	s.maxTimer = c.e.clock.AfterFunc(maxSession, func() { s.stopNow(errMaxSession) })
+	// The largest event a client may send is the hold's bound: a bigger
+	// one closes its socket with 1009 (message too big).
+	conn.SetReadLimit(s.maxN)
+	// The status line is out, but the walk goes on (rw.written, which
+	// ends it, is set at the commit).
+	c.rw.status = http.StatusSwitchingProtocols
+	c.rt = s
+	s.readers.Add(1)
+	go s.readClient(context.WithoutCancel(r.Context()))
+	return true
+}
+
+// readClient reads the client's messages into in until its socket ends.
+// Its context is never cancelled: closing the socket (end) stops it, so a
+// close frame can still be written when the session ends.
+func (s *session) readClient(ctx context.Context) {
+	defer s.readers.Done()
+	defer close(s.in)
+	for {
+		typ, b, err := s.client.Read(ctx)
+		if err != nil {
+			s.inErr = err
+			return
+		}
+		select {
+		case s.in <- rtMsg{typ, b}:
+		case <-s.quit:
+			s.inErr = errClientGone
+			return
+		}
+	}
+}
+
+// holdEvent keeps a client event sent before the commit, to be replayed
+// to the committed channel; an error when it would cross hold_bytes or
+// the buffer budget.
+func (s *session) holdEvent(m rtMsg) error {
+	n := int64(len(m.b))
+	if s.heldN+n > s.maxN {
+		return errHoldExceeded
+	}
+	if !s.hold.Grow(n) {
+		return errHoldBudget
+	}
+	s.held = append(s.held, m)
+	s.heldN += n
+	return nil
+}
+
+// release lets go of the held events (replayed, or the session is over).
+func (s *session) release() {
+	s.held, s.heldN = nil, 0
+	s.hold.Release()
+}
+
+// end closes the client's session once the walk is over: a session that
+// never committed gets the reason as an error event first. Every goroutine
+// of the session is gone when it returns.
+func (s *session) end(c *call) {
+	s.maxTimer.Stop()
+	s.release()
+	// The reader stops first: one blocked handing over an event would
+	// otherwise keep the close handshake below from reading the client's
+	// close frame.
+	close(s.quit)
+	code, reason := websocket.StatusNormalClosure, ""
+	if s.failure != nil && !s.clientEnd {
+		// Bounded on the engine's clock: a client that does not read
+		// cannot hold the session's end.
+		ctx, cancel := context.WithCancel(context.Background())
+		t := c.e.clock.AfterFunc(finalWrite, cancel)
+		_ = s.client.Write(ctx, websocket.MessageText, errorEvent(*s.failure))
+		t.Stop()
+		cancel()
+		reason = s.failure.Code
+	}
+	if s.closeCode >= 0 {
+		code = s.closeCode
+	}
+	if s.clientEnd {
+		_ = s.client.CloseNow()
+	} else {
+		_ = s.client.Close(code, reason)
+		s.closeCode = code
+	}
+	s.stopNow(context.Canceled)
+	for range s.in {
+		// Drain: the reader may be delivering a last event.
+	}
+	s.readers.Wait()
+}
+
+// finalWrite bounds the write of a session's last error event.
+const finalWrite = 5 * time.Second
+
+// rtError is the error of an OpenAI Realtime error event.
+type rtError struct {
+	Type    string  `json:"type"`
+	Code    string  `json:"code"`
+	Message string  `json:"message"`
+	Param   *string `json:"param"`
+	EventID *string `json:"event_id"`
+}
+
+// errorEvent is an OpenAI Realtime `error` event.
+func errorEvent(e rtError) []byte {
+	b, _ := json.Marshal(struct {
+		Type  string  `json:"type"`
+		Error rtError `json:"error"`
+	}{"error", e})
+	return b
+}
+
+// Error codes of the events hopgate sends a realtime client.
+const (
+	CodeSessionInterrupted = "upstream_session_interrupted"
+	CodeAllChannelsFailed  = "all_channels_failed"
+	CodeSessionExpired     = "session_expired"
+	CodeHoldExceeded       = "realtime_hold_exceeded"
+	CodeEngineOverloaded   = "engine_overloaded"
+	CodeBinaryEvent        = "invalid_event"
+)
+
+// finish is the call's finish for a session: when no channel opened it,
+// the client gets why as an error event when the walk ends (end), or
+// nothing when it left.
+func (s *session) finish(c *call, last *classify.HopError) {
+	path := telemetry.FormatPath(c.steps)
+	switch {
+	case s.clientEnd:
+		c.rw.outcome = OutcomeCanceled
+	case s.failure != nil:
+		// Ended by hopgate's own bound (the hold, the budget): said already.
+		c.rw.outcome = OutcomeExhausted
+	case c.stop.err() == errChainDeadline || !c.rw.claim():
+		c.rw.outcome = OutcomeDeadline
+		c.e.tel.Metrics.ChainExceeded(c.clientCtx, c.req.Model.Name)
+		s.fail(rtError{Type: "server_error", Code: CodeEngineOverloaded,
+			Message: "no channel opened the session within the chain deadline; path: " + path}, websocket.StatusInternalError)
+	case last != nil && last.Class() == classify.Final:
+		c.rw.outcome = OutcomeFinalError
+		msg := "the upstream refused the session (" + last.Label() + ")"
+		if last.Cause != nil {
+			msg += ": " + last.Cause.Error()
+		}
+		s.fail(rtError{Type: "invalid_request_error", Code: "upstream_" + last.Label(), Message: msg}, websocket.StatusPolicyViolation)
+	default:
+		c.rw.outcome = OutcomeExhausted
+		s.fail(rtError{Type: "server_error", Code: CodeAllChannelsFailed,
+			Message: "no channel opened a realtime session; path: " + path}, websocket.StatusInternalError)
+	}
+}
+
+// fail sets the error event and close code the session ends with.
+func (s *session) fail(e rtError, code websocket.StatusCode) {
+	if s.failure == nil {
+		s.failure, s.closeCode = &e, code
+	}
+}
+
+// sessionOpened counts open sessions per model (the on-call and status
+// pages' count).
+func (e *Engine) sessionOpened(model string, delta int64) {
+	v, _ := e.sessions.LoadOrStore(model, new(sessionCount))
+	v.(*sessionCount).n.Add(delta)
+}
+
+// RealtimeSessions is the number of open realtime sessions per model.
+func (e *Engine) RealtimeSessions() map[string]int64 {
+	out := map[string]int64{}
+	e.sessions.Range(func(k, v any) bool {
+		if n := v.(*sessionCount).n.Load(); n > 0 {
+			out[k.(string)] = n
+		}
+		return true
+	})
+	return out
+}

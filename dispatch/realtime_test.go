@@ -1,0 +1,548 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/openai/openai-go/v3"
+	oaoption "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/realtime"
+
+	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
+	"github.com/hopgate/hopgate/telemetry"
+)
+
+// rtConfig is a realtime model on two regions; A and B are the chain
+// entries' upstream models (a fault after "|").
+const rtConfig = `
+auth: {mode: none}
+realtime: {hold_bytes: 4096}
+channels:
+  - {id: eu, base_url: "{{url:eu}}", api_key_env: CHANNEL_KEY, region: eu-west-1}
+  - {id: us, base_url: "{{url:us}}", api_key_env: CHANNEL_KEY, region: us-east-1}
+models:
+  - name: voice
+    operations: [realtime]
+    policy: {header_timeout: 10s}
+    chain:
+      - {channel: eu, upstream_model: "A"}
+      - {channel: us, upstream_model: "B"}
+`
+
+func newRealtime(t *testing.T, a, b string) *gwtest.Gateway {
+	t.Helper()
+	return gwtest.New(t, strings.NewReplacer(`"A"`, `"`+a+`"`, `"B"`, `"`+b+`"`).Replace(rtConfig), "eu", "us")
+}
+
+// dialRealtime opens a client session on the gateway.
+func dialRealtime(t *testing.T, g *gwtest.Gateway, model string, opts *websocket.DialOptions) (*websocket.Conn, *http.Response) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	if opts == nil {
+		opts = &websocket.DialOptions{}
+	}
+	opts.HTTPClient = g.Client
+	c, resp, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model="+model, opts)
+	if err != nil {
+		t.Fatalf("dial: %v (%+v)", err, resp)
+	}
+	c.SetReadLimit(1 << 20)
+	return c, resp
+}
+
+type rtEvent struct {
+	Type  string `json:"type"`
+	Error struct {
+		Code, Message string
+	} `json:"error"`
+	Response struct {
+		ID string `json:"id"`
+	} `json:"response"`
+}
+
+func readEvent(t *testing.T, c *websocket.Conn) (rtEvent, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	_, b, err := c.Read(ctx)
+	if err != nil {
+		return rtEvent{}, err
+	}
+	var ev rtEvent
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatalf("event %q: %v", b, err)
+	}
+	return ev, nil
+}
+
+func sendEvent(t *testing.T, c *websocket.Conn, ev string) {
+	t.Helper()
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(ev)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readUntil reads events until one of type typ, and returns the types seen.
+func readUntil(t *testing.T, c *websocket.Conn, typ string) []string {
+	t.Helper()
+	var seen []string
+	for {
+		ev, err := readEvent(t, c)
+		if err != nil {
+			t.Fatalf("reading until %s (seen %v): %v", typ, seen, err)
+		}
+		seen = append(seen, ev.Type)
+		if ev.Type == typ {
+			return seen
+		}
+	}
+}
+
+// The post-mortem's first layer: the eu-west-1 realtime channel refuses
+// sessions; the walk opens the session on the next region before the
+// client sees anything but session.created. The client's events sent
+// before the commit are replayed in order; X-Request-Id names the trace,
+// whose hop spans and path say what happened.
+func TestRealtimeFailsOverAtOpen(t *testing.T) {
+	for _, fault := range []string{"rt-refuse", "rt-refuse=429", "rt-error", "rt-close"} {
+		t.Run(fault, func(t *testing.T) {
+			g := newRealtime(t, "gpt-realtime|"+fault, "gpt-realtime")
+			c, resp := dialRealtime(t, g, "voice", nil)
+			defer c.CloseNow()
+			id := resp.Header.Get("X-Request-Id")
+			if id == "" || resp.Header.Get("X-Hopgate-Model") != "voice" {
+				t.Fatalf("upgrade headers %v", resp.Header)
+			}
+			// Sent at once: held until a channel commits, then replayed.
+			sendEvent(t, c, `{"type":"session.update","session":{"type":"realtime"}}`)
+			sendEvent(t, c, `{"type":"response.create"}`)
+			seen := readUntil(t, c, "response.done")
+			want := "session.created session.updated response.created response.output_audio_transcript.delta response.done"
+			if strings.Join(seen, " ") != want {
+				t.Fatalf("events %v, want %s", seen, want)
+			}
+			if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+				t.Fatal(err)
+			}
+			spans := g.Trace(id)
+			var path string
+			hops := 0
+			for _, s := range spans {
+				for _, a := range s.Attributes {
+					if string(a.Key) == telemetry.AttrFailoverPath {
+						path = a.Value.AsString()
+					}
+				}
+				if strings.HasPrefix(s.Name, "realtime ") {
+					hops++
+				}
+			}
+			if hops != 2 || !strings.HasPrefix(path, "eu:") || !strings.HasSuffix(path, " -> us:ok") {
+				t.Fatalf("path %q, %d realtime hop spans", path, hops)
+			}
+		})
+	}
+}
+
+// The official openai-go realtime client (its WebSocket transport)
+// against /v1/realtime through a failover: it connects, gets its typed
+// session.created and response.done, and closes cleanly.
+func TestRealtimeOpenAISDKThroughFailover(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime|rt-refuse", "gpt-realtime")
+	client := openai.NewClient(oaoption.WithBaseURL(g.URL+"/v1/"), oaoption.WithAPIKey("unused"),
+		oaoption.WithHTTPClient(g.Client), oaoption.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	conn, err := client.Realtime.Connect(ctx, realtime.RealtimeConnectionOptions{}, oaoption.WithQuery("model", "voice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := conn.Recv(ctx)
+	if err != nil || ev.Type != "session.created" || ev.AsSessionCreatedEvent().Session.AsRealtimeSessionCreateRequest().Model != "gpt-realtime" {
+		t.Fatalf("first event %s, %v", ev.Type, err)
+	}
+	if err := conn.SendRaw(ctx, json.RawMessage(`{"type":"response.create"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := conn.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "response.done" {
+			if d := ev.AsResponseDoneEvent(); d.Response.Usage.OutputTokens != 20 || !strings.HasPrefix(d.Response.ID, "resp_us_") {
+				t.Fatalf("response.done %+v", d.Response)
+			}
+			break
+		}
+	}
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.Attempts("eu", "gpt-realtime|rt-refuse") + g.Attempts("us", "gpt-realtime"); n != 2 {
+		t.Fatalf("%d upgrades, want 2", n)
+	}
+}
+
+// After commit, an upstream that drops ends the client's session with
+// the upstream_session_interrupted error event and close 1011, never a
+// silent half-open socket, and the breaker counts the drop.
+func TestRealtimeDropAfterCommit(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime|rt-drop=1", "gpt-realtime")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+		t.Fatalf("first event %s", ev.Type)
+	}
+	sendEvent(t, c, `{"type":"response.create"}`)
+	readUntil(t, c, "response.done")
+	sendEvent(t, c, `{"type":"response.create"}`) // the fake cuts the socket now
+	ev, err := readEvent(t, c)
+	if err != nil || ev.Type != "error" || ev.Error.Code != "upstream_session_interrupted" {
+		t.Fatalf("after the drop: %+v, %v", ev, err)
+	}
+	_, err = readEvent(t, c)
+	if websocket.CloseStatus(err) != websocket.StatusInternalError {
+		t.Fatalf("close %v, want 1011", err)
+	}
+	testkit.Eventually(t, func() bool { return breakerFailures(g, "eu") == 1 }, "the breaker counted the drop")
+}
+
+// A channel that accepts the upgrade and never speaks fails at the
+// model's header_timeout (L4: the upgrade and the first server event),
+// and the walk moves on; a channel slow to session.created likewise.
+func TestRealtimeHeaderTimeout(t *testing.T) {
+	for _, fault := range []string{"rt-silent", "rt-slow=30s"} {
+		t.Run(fault, func(t *testing.T) {
+			g := newRealtime(t, "gpt-realtime|"+fault, "gpt-realtime")
+			type res struct {
+				ev  rtEvent
+				err error
+			}
+			c, _ := dialRealtime(t, g, "voice", nil)
+			defer c.CloseNow()
+			got := make(chan res, 1)
+			go func() {
+				ev, err := readEvent(t, c)
+				got <- res{ev, err}
+			}()
+			g.WaitAttempts("eu", "gpt-realtime|"+fault, 1)
+			g.WaitTimers(2) // max_session and L4
+			g.Clock.Advance(10 * time.Second)
+			r := testkit.Recv(t, got, "the first event")
+			if r.err != nil || r.ev.Type != "session.created" {
+				t.Fatalf("first event %+v, %v", r.ev, r.err)
+			}
+			if g.Attempts("us", "gpt-realtime") != 1 {
+				t.Fatal("the session was not opened on the next region")
+			}
+		})
+	}
+}
+
+// breakerFailures is the failures in the window of channel's breaker.
+func breakerFailures(g *gwtest.Gateway, channel string) int {
+	for _, b := range g.Engine.Breakers().All() {
+		if b.Name() == channel {
+			return b.Snapshot().Failures
+		}
+	}
+	return 0
+}
+
+// closeOf reads until the session's close and returns its code and the
+// last error event's code.
+func closeOf(t *testing.T, c *websocket.Conn) (websocket.StatusCode, string) {
+	t.Helper()
+	last := ""
+	for {
+		ev, err := readEvent(t, c)
+		if err != nil {
+			return websocket.CloseStatus(err), last
+		}
+		if ev.Type == "error" {
+			last = ev.Error.Code
+		}
+	}
+}
+
+// Hostile and mistaken clients end their own session with a close code
+// that says why, and take its upstream down with it (goleak, TestMain).
+func TestRealtimeHostileClients(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		a      string
+		client func(t *testing.T, c *websocket.Conn)
+		code   websocket.StatusCode
+		event  string
+	}{
+		// why: one event larger than realtime.hold_bytes is refused by the framing (1009).
+		{"oversized frame", "gpt-realtime", func(t *testing.T, c *websocket.Conn) {
+			_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"x","pad":"`+strings.Repeat("a", 5000)+`"}`))
+		}, websocket.StatusMessageTooBig, ""},
+		// why: realtime events are JSON text; binary is a client mistake (1003), said in an error event.
+		{"binary after commit", "gpt-realtime", func(t *testing.T, c *websocket.Conn) {
+			_ = c.Write(t.Context(), websocket.MessageBinary, []byte{0, 1, 2})
+		}, websocket.StatusUnsupportedData, "invalid_event"},
+		// why: before the commit, too: nothing of it reaches a channel.
+		{"binary before commit", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
+			_ = c.Write(t.Context(), websocket.MessageBinary, []byte{0, 1, 2})
+		}, websocket.StatusUnsupportedData, "invalid_event"},
+		// why: what a client sends before session.created is held within hold_bytes, no more (1008).
+		{"hold exceeded", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
+			for range 3 {
+				_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"input_audio_buffer.append","audio":"`+strings.Repeat("A", 2000)+`"}`))
+			}
+		}, websocket.StatusPolicyViolation, "realtime_hold_exceeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newRealtime(t, tc.a, "gpt-realtime")
+			c, _ := dialRealtime(t, g, "voice", nil)
+			defer c.CloseNow()
+			if !strings.Contains(tc.a, "rt-slow") {
+				if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+					t.Fatalf("first event %s", ev.Type)
+				}
+			}
+			tc.client(t, c)
+			if code, ev := closeOf(t, c); code != tc.code || ev != tc.event {
+				t.Fatalf("closed with %v after error event %q; want %v after %q", code, ev, tc.code, tc.event)
+			}
+		})
+	}
+}
+
+// A ping flood is answered by the framing and changes nothing: the
+// session still relays.
+func TestRealtimePingFlood(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime", "gpt-realtime")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		for {
+			ev, err := readEvent(t, c)
+			if err != nil {
+				return
+			}
+			events <- ev.Type
+		}
+	}()
+	if ev := testkit.Recv(t, events, "session.created"); ev != "session.created" {
+		t.Fatalf("first event %s", ev)
+	}
+	for range 500 {
+		if err := c.Ping(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sendEvent(t, c, `{"type":"response.create"}`)
+	for ev := ""; ev != "response.done"; {
+		ev = testkit.Recv(t, events, "the response")
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	for range events {
+	}
+}
+
+// flooder is an upstream that opens the session, then writes 512 KiB
+// events as fast as the gateway takes them.
+func flooder() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		ctx := c.CloseRead(r.Context()) // it reads (a close frame), as real providers do
+		_ = c.Write(ctx, websocket.MessageText, []byte(`{"type":"session.created","session":{"type":"realtime"}}`))
+		big := []byte(`{"type":"response.output_audio.delta","delta":"` + strings.Repeat("A", 512<<10) + `"}`)
+		for c.Write(ctx, websocket.MessageText, big) == nil {
+		}
+	})
+}
+
+// A client that never reads cannot hold a session past
+// realtime.max_session: the gateway's write to it ends there, and with it
+// the session and its upstream.
+func TestRealtimeClientNeverReads(t *testing.T) {
+	yml := strings.ReplaceAll(rtConfig, "{hold_bytes: 4096}", "{hold_bytes: 4096, max_session: 1m}")
+	yml = strings.ReplaceAll(strings.ReplaceAll(yml, `"A"`, `"flood"`), `"B"`, `"x"`)
+	g := gwtest.NewWith(t, gwtest.Options{Custom: map[string]http.Handler{"eu": flooder()}}, yml, "us")
+	ended := g.SpanEnds("dispatch voice")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	g.WaitTimers(1) // max_session (L4 stopped at session.created)
+	g.Clock.Advance(time.Minute)
+	testkit.Recv(t, ended, "the session's end")
+}
+
+// realtime.max_session ends a committed session with session_expired and
+// a normal close; the client's close of its own session closes the
+// upstream (the session's hop ends ok).
+func TestRealtimeMaxSessionAndClientClose(t *testing.T) {
+	yml := strings.ReplaceAll(rtConfig, "{hold_bytes: 4096}", "{hold_bytes: 4096, max_session: 1m}")
+	g := gwtest.New(t, strings.NewReplacer(`"A"`, `"gpt-realtime"`, `"B"`, `"gpt-realtime"`).Replace(yml), "eu", "us")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+		t.Fatalf("first event %s", ev.Type)
+	}
+	g.Clock.Advance(time.Minute)
+	if code, ev := closeOf(t, c); code != websocket.StatusNormalClosure || ev != "session_expired" {
+		t.Fatalf("max_session: closed %v after %q", code, ev)
+	}
+
+	ended := g.SpanEnds("dispatch voice")
+	c2, resp := dialRealtime(t, g, "voice", nil)
+	defer c2.CloseNow()
+	readEvent(t, c2)
+	if err := c2.Close(websocket.StatusNormalClosure, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Recv(t, ended, "the session's end")
+	var hopOutcome, closeCode string
+	for _, s := range g.Trace(resp.Header.Get("X-Request-Id")) {
+		if strings.HasPrefix(s.Name, "realtime ") {
+			for _, a := range s.Attributes {
+				switch string(a.Key) {
+				case telemetry.AttrHopOutcome:
+					hopOutcome = a.Value.Emit()
+				case telemetry.AttrRealtimeCloseCode:
+					closeCode = a.Value.Emit()
+				}
+			}
+		}
+	}
+	if hopOutcome != telemetry.HopOK || closeCode != "1000" {
+		t.Fatalf("hop outcome %q close code %q", hopOutcome, closeCode)
+	}
+}
+
+// No channel opens the session: the client gets all_channels_failed and
+// 1011 after the whole walk, and the front door refuses what is not a
+// realtime session before any upgrade.
+func TestRealtimeRefusals(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime|rt-refuse", "gpt-realtime|rt-refuse")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	if code, ev := closeOf(t, c); code != websocket.StatusInternalError || ev != "all_channels_failed" {
+		t.Fatalf("exhausted: closed %v after %q", code, ev)
+	}
+	for _, tc := range []struct {
+		name, url string
+		upgrade   bool
+		status    int
+	}{
+		// why: a plain GET is a client mistake, said in the OpenAI error shape.
+		{"no upgrade", "/v1/realtime?model=voice", false, http.StatusBadRequest},
+		{"no model", "/v1/realtime", true, http.StatusBadRequest},
+		{"unknown model", "/v1/realtime?model=nope", true, http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.upgrade {
+				_, resp, err := websocket.Dial(t.Context(), g.URL+tc.url, &websocket.DialOptions{HTTPClient: g.Client})
+				if err == nil || resp == nil || resp.StatusCode != tc.status || resp.Header.Get("X-Request-Id") == "" {
+					t.Fatalf("dial: %v %+v", err, resp)
+				}
+				return
+			}
+			resp, err := g.Client.Get(g.URL + tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// One trace per session (DESIGN.md §15): a realtime hop span per attempt,
+// each with an await session child carrying the gate's decision; the
+// serving hop counts events both ways and response.done events, and sums
+// their usage.
+func TestRealtimeTrace(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime|rt-error", "gpt-realtime")
+	ended := g.SpanEnds("dispatch voice")
+	c, resp := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	readEvent(t, c)
+	for range 2 {
+		sendEvent(t, c, `{"type":"response.create"}`)
+		readUntil(t, c, "response.done")
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	testkit.Recv(t, ended, "the session's end")
+	attrs := func(name string) []map[string]string {
+		var out []map[string]string
+		for _, s := range g.Trace(resp.Header.Get("X-Request-Id")) {
+			if s.Name == name {
+				m := map[string]string{}
+				for _, a := range s.Attributes {
+					m[string(a.Key)] = a.Value.Emit()
+				}
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	gates := attrs(telemetry.SpanAwaitSession)
+	if len(gates) != 2 || gates[0][telemetry.AttrGateDecision] != telemetry.GateDiscardError || gates[1][telemetry.AttrGateDecision] != telemetry.GateCommitSession {
+		t.Fatalf("await session spans %v", gates)
+	}
+	served := attrs("realtime gpt-realtime")
+	want := map[string]string{
+		telemetry.AttrRealtimeEventsIn: "2", telemetry.AttrRealtimeEventsOut: "7", telemetry.AttrRealtimeResponses: "2",
+		telemetry.AttrGenAIOutputTokens: "40", telemetry.AttrGenAIInputTokens: "20", telemetry.AttrChannel: "us",
+		"gen_ai.operation.name": "realtime",
+	}
+	if len(served) != 1 {
+		t.Fatalf("serving hop spans %v", served)
+	}
+	for k, v := range want {
+		if served[0][k] != v {
+			t.Errorf("%s = %q, want %q", k, served[0][k], v)
+		}
+	}
+	if failed := attrs("realtime gpt-realtime|rt-error"); len(failed) != 1 || failed[0][telemetry.AttrHopOutcome] != telemetry.HopRetryable {
+		t.Fatalf("failed hop spans %v", failed)
+	}
+}
+
+// Clients authenticate with Authorization: Bearer, or, from a browser,
+// with the openai-insecure-api-key.<key> subprotocol; hopgate selects the
+// "realtime" subprotocol and never echoes the key. No key: 401 before
+// any upgrade.
+func TestRealtimeAuth(t *testing.T) {
+	yml := strings.Replace(rtConfig, "auth: {mode: none}", "auth: {keys: [{id: k, sha256: f56e55616b752a361b30b142c781c3078ca55538f7258bd774500361bf279b5e}]}", 1)
+	g := gwtest.New(t, strings.NewReplacer(`"A"`, `"gpt-realtime"`, `"B"`, `"gpt-realtime"`).Replace(yml), "eu", "us")
+	c, resp := dialRealtime(t, g, "voice", &websocket.DialOptions{Subprotocols: []string{"realtime", "openai-insecure-api-key.sk-client-key"}})
+	if c.Subprotocol() != "realtime" || strings.Contains(resp.Header.Get("Sec-Websocket-Protocol"), "sk-client-key") {
+		t.Fatalf("subprotocol %q, header %q", c.Subprotocol(), resp.Header.Get("Sec-Websocket-Protocol"))
+	}
+	if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+		t.Fatalf("first event %s", ev.Type)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	c, _ = dialRealtime(t, g, "voice", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer sk-client-key"}}})
+	_ = c.Close(websocket.StatusNormalClosure, "")
+	for _, opts := range []*websocket.DialOptions{
+		{HTTPClient: g.Client},
+		{HTTPClient: g.Client, Subprotocols: []string{"realtime", "openai-insecure-api-key.wrong"}},
+	} {
+		_, resp, err := websocket.Dial(t.Context(), g.URL+"/v1/realtime?model=voice", opts)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("without a valid key: %v %+v", err, resp)
+		}
+	}
+}
