@@ -8,7 +8,7 @@ CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/hopgate
 JAEGER_BIN := $(CACHE)/jaeger-$(JAEGER_VERSION)/jaeger
 export HOPGATE_JAEGER_BIN := $(JAEGER_BIN)
 
-.PHONY: all build test test-unit vet lint fmt-check demo dashboards replay jaeger prometheus postgres redis chromium screenshots bench fuzz soak clean
+.PHONY: all build test test-unit vet lint fmt-check demo dashboards replay jaeger prometheus postgres redis chromium nginx haproxy screenshots bench fuzz soak clean
 
 all: build
 
@@ -22,8 +22,10 @@ build:
 ## here first, so a clean machine passes too). The stack-depth guard of open
 ## streams runs once more without the race detector, whose instrumentation
 ## changes frame sizes (it skips itself under -race).
-test: fmt-check vet jaeger prometheus postgres redis chromium
+test: fmt-check vet jaeger prometheus postgres redis chromium nginx haproxy
 	HOPGATE_PROMETHEUS_BIN=$$(command -v prometheus) HOPGATE_PROMTOOL_BIN=$$(command -v promtool) \
+		HOPGATE_NGINX_BIN=$$(bash deploy/nginx/install.sh | tail -n1) \
+		HOPGATE_HAPROXY_BIN=$$(bash deploy/haproxy/install.sh | tail -n1) \
 		HOPGATE_PG_BIN_DIR=$$(bash deploy/postgres/install.sh | tail -n1) \
 		HOPGATE_REDIS_BIN=$$(bash deploy/redis/install.sh | tail -n1) \
 		HOPGATE_CHROMIUM_BIN=$$(bash deploy/chromium/install.sh 2>/dev/null | tail -n1) \
@@ -65,6 +67,14 @@ redis:
 chromium:
 	@bash deploy/chromium/install.sh >/dev/null
 
+## nginx, haproxy: install Debian's nginx and HAProxy (the floor `make bench`
+## measures against; hopbench starts its own on loopback) when missing.
+nginx:
+	@bash deploy/nginx/install.sh >/dev/null
+
+haproxy:
+	@bash deploy/haproxy/install.sh >/dev/null
+
 ## screenshots: the README's pictures of /admin, a trace view and /status,
 ## taken by the browser tests (docs/screenshots/*.png; commit them).
 screenshots: chromium
@@ -88,11 +98,14 @@ demo: jaeger
 clean:
 	rm -rf $(BIN)
 
-## bench: hopgate against direct and a bare reverse proxy, tracing on (about
-## 9 minutes, loopback only); rewrites docs/benchmarks.md. BENCH_PEERS=portkey
-## adds Portkey's gateway; BENCH_FLAGS passes hopbench flags (-quick, -profile DIR).
-bench:
-	$(GO) run ./cmd/hopbench -out docs/benchmarks.md $(BENCH_FLAGS)
+## bench: hopgate against direct, a bare reverse proxy, nginx and HAProxy,
+## tracing on (about 12 minutes, loopback only); rewrites docs/benchmarks.md.
+## BENCH_PEERS=portkey adds Portkey's gateway; BENCH_FLAGS passes hopbench
+## flags (-quick, -profile DIR).
+bench: nginx haproxy
+	HOPGATE_NGINX_BIN=$$(bash deploy/nginx/install.sh | tail -n1) \
+		HOPGATE_HAPROXY_BIN=$$(bash deploy/haproxy/install.sh | tail -n1) \
+		$(GO) run ./cmd/hopbench -out docs/benchmarks.md $(BENCH_FLAGS)
 
 ## fuzz: run every fuzz target for FUZZTIME each (corpora in testdata/fuzz).
 FUZZTIME ?= 20s

@@ -86,11 +86,32 @@ func TestQuickRun(t *testing.T) {
 			}
 		}
 	}
+	// The floor runs wherever its binaries are (make test installs them):
+	// then both proxied every workload, TLS included, and so did the
+	// burst stream through every relay.
+	floors := []string{}
+	for _, f := range []struct{ name, env string }{{floorNginx, envNginxBin}, {floorHAProxy, envHAProxyBin}} {
+		if _, err := floorBinary(f.name, f.env, os.Getenv); err == nil {
+			floors = append(floors, f.name)
+		}
+	}
+	for _, name := range floors {
+		if !slices.Contains(res.targets, name) {
+			t.Errorf("%s is installed but did not run: %v", name, res.notes)
+		}
+		if n := len(res.tlsThroughput[wlStream.name].by[name+"/h1"]); n == 0 {
+			t.Errorf("%s/h1 has no TLS stream samples", name)
+		}
+	}
+	if burst := res.throughput[wlBurst.name]; burst == nil || len(burst.by["hopgate"]) == 0 {
+		t.Error("no burst-stream samples for hopgate")
+	}
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, section := range []string{"## Targets", "## Throughput", "## Latency", "## Time to first token",
+	for _, section := range []string{"## Targets", "Against the floor (issue 34)", "burst upstream (stream-50-frames-burst)",
+		"## Against the floor: nginx and HAProxy", "| stream-50-frames-burst |", "## Throughput", "## Latency", "## Time to first token",
 		"## Translating path", "responses / chat", "| translating-responses |", "| stream-50-frames | https/h2 |", "upstream over https/h1 (completion-1KB)", "TLS connections accepted",
 		"## Failover paths", "## Memory per idle stream", "## Trace export", "## Go micro-benchmarks",
 		"Over the bare proxy (the performance round's targets", "more RSS than the proxy per idle stream",

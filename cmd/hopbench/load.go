@@ -34,12 +34,32 @@ type target struct {
 type workload struct {
 	name   string
 	stream bool
+	// burst asks the upstream to write the whole stream at once (one write,
+	// one flush), as providers do under load and on resumed streams: a
+	// proxy that flushes per frame pays StreamFrames writes for it, one
+	// that flushes per read pays one.
+	burst bool
 }
 
 var (
 	wlComplete = workload{name: "completion-1KB", stream: false}
 	wlStream   = workload{name: fmt.Sprintf("stream-%d-frames", StreamFrames), stream: true}
+	wlBurst    = workload{name: fmt.Sprintf("stream-%d-frames-burst", StreamFrames), stream: true, burst: true}
 )
+
+// burstMarker in a request body selects the fast upstream's burst stream.
+// It is an ordinary field (`user`), so every proxy and hopgate's
+// pass-through carry it to the upstream unchanged.
+const burstMarker = `"user":"hopbench-burst"`
+
+// body is the request body of wl for model.
+func (wl workload) body(model string) []byte {
+	b := requestBody(model, wl.stream)
+	if wl.burst {
+		b = append(append(b[:len(b)-1], ','), burstMarker+"}"...)
+	}
+	return b
+}
 
 // prompt is a small realistic request (about 300 bytes).
 const prompt = "You are a helpful assistant. Summarise the following paragraph in one sentence: " +
@@ -101,6 +121,9 @@ func (m attackMode) String() string {
 // attack runs vegeta against t for d and checks every answer.
 func attack(t target, wl workload, m attackMode, d time.Duration) sample {
 	body := t.body(wl.stream)
+	if wl.burst {
+		body = wl.body(t.model)
+	}
 	tg := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodPost, URL: t.url, Body: body, Header: t.header})
 	opts := []func(*vegeta.Attacker){vegeta.KeepAlive(true), vegeta.HTTP2(false), vegeta.Timeout(30 * time.Second),
 		vegeta.Redirects(vegeta.NoFollow)}

@@ -186,6 +186,7 @@ type world struct {
 	proxyH2  *child
 	gw       *child
 	peers    []*peer
+	floors   []*floor // nginx and HAProxy (floor.go)
 	sink     *otlpSink
 	sinkAddr string
 	sinkStop func()
@@ -260,6 +261,11 @@ func run(ctx context.Context, o options) (*results, error) {
 			res.notes = append(res.notes, p.note)
 		}
 	}
+	for _, f := range w.floors {
+		if f.note != "" {
+			res.notes = append(res.notes, f.note)
+		}
+	}
 
 	if err := w.prime(); err != nil {
 		return nil, err
@@ -284,9 +290,15 @@ func run(ctx context.Context, o options) (*results, error) {
 		}
 		res.latency[wl.name] = w.rounds(ts, wl, rateMode, nil)
 	}
-	for _, wl := range []workload{wlComplete, wlStream} {
+	for _, wl := range []workload{wlComplete, wlStream, wlBurst} {
 		w.logf("throughput at %s, %s", maxMode, wl.name)
 		ts := append(w.targets[:len(w.targets):len(w.targets)], w.variants...)
+		if wl.burst {
+			// The burst rows compare the relays; the translating paths'
+			// upstream has no burst stream.
+			res.throughput[wl.name] = w.rounds(ts, wl, maxMode, nil)
+			continue
+		}
 		res.throughput[wl.name] = w.rounds(append(ts, w.translating, w.translatingResponses), wl, maxMode, func(round int, t target, d time.Duration) func() {
 			if o.profileDir == "" || round != 0 || t.pprof == "" {
 				return nil
@@ -395,6 +407,7 @@ func (w *world) start() error {
 	w.hopgate = target{name: "hopgate", url: "http://" + w.gw.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench,
 		pid: w.gw.pid(), admin: w.gw.addrs["admin"], pprof: w.gw.addrs["pprof"]}
 	w.targets = []target{direct, proxy, w.hopgate}
+	w.startFloors()
 	w.translating = w.hopgate
 	w.translating.name, w.translating.model = targetTranslating, modelAnthropic
 	w.translatingResponses = responsesTarget(w.translating)
@@ -445,8 +458,33 @@ func (w *world) start() error {
 			w.targets = append(w.targets, p.target)
 		}
 	}
+	for _, f := range w.floors {
+		if f.child == nil {
+			continue
+		}
+		w.tlsTargets = append(w.tlsTargets, target{name: f.name + "/h1", url: "http://" + f.tlsH1 + "/v1/chat/completions",
+			header: baseHeader(), model: modelBench, pid: f.child.pid()})
+		if f.tlsH2 != "" {
+			w.tlsTargets = append(w.tlsTargets, target{name: f.name + "/h2", url: "http://" + f.tlsH2 + "/v1/chat/completions",
+				header: baseHeader(), model: modelBench, pid: f.child.pid()})
+		}
+	}
 	w.logf("upstream %s, proxy %s, hopgate %s, OTLP sink %s", upAddr, w.proxy.addrs["main"], w.gw.addrs["main"], sinkAddr)
 	return nil
+}
+
+// startFloors starts nginx and HAProxy in front of the upstreams and adds
+// their plaintext targets (their TLS ones join the TLS rounds in start).
+func (w *world) startFloors() {
+	up := floorUpstreams{plain: w.up.addrs["upstream"], tlsH1: w.up.addrs["upstream-h1"], tlsH2: w.up.addrs["upstream-h2"], caFile: w.pki.caFile}
+	for _, name := range []string{floorNginx, floorHAProxy} {
+		f := startFloor(name, up, os.Getenv, w.o.log)
+		w.floors = append(w.floors, f)
+		if f.child != nil {
+			w.targets = append(w.targets, target{name: name, url: "http://" + f.plain + "/v1/chat/completions",
+				header: baseHeader(), model: modelBench, pid: f.child.pid()})
+		}
+	}
 }
 
 func (w *world) startGateway() (*child, error) {
@@ -465,7 +503,7 @@ func (w *world) gatewayEnv() []string {
 func (w *world) countTLS(res *results) func(int, target, time.Duration) func() {
 	return func(_ int, t target, _ time.Duration) func() {
 		pick := func(st upstreamStats) tlsStats {
-			if t.name == targetProxyH2 || t.name == targetHopgateH2 {
+			if strings.HasSuffix(t.name, "/h2") {
 				return st.TLSH2
 			}
 			return st.TLSH1
@@ -518,6 +556,15 @@ func (w *world) close() {
 		p.stop()
 	}
 	w.peers = nil
+	for _, f := range w.floors {
+		if f.child != nil {
+			if n, l := floorErrors(f.child.stderr.String()); n > 0 {
+				w.peerErrors = append(w.peerErrors, fmt.Sprintf("%s logged %d errors over the whole run (its log is kept to the last 8 KiB); the last: %s", f.name, n, l))
+			}
+		}
+		f.stop()
+	}
+	w.floors = nil
 	if w.sinkStop != nil {
 		w.sinkStop()
 		w.sinkStop = nil

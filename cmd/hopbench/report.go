@@ -33,6 +33,12 @@ const (
 	targetIdleOverProxyKiB = 8    // KiB of RSS per idle stream over the proxy's
 )
 
+// Targets of the floor round (issue 34), within one run.
+const (
+	targetBurstRatio      = 0.95 // hopgate / bare proxy on burst streams
+	targetStretchNginxCmp = 0.5  // hopgate (every trace exported) / nginx on completions: the stretch target
+)
+
 func writeReport(path string, r *results) error {
 	var b strings.Builder
 	render(&b, r)
@@ -187,6 +193,7 @@ func render(w io.Writer, r *results) {
 
 	r.renderTargets(p, has)
 	r.renderThroughput(p)
+	r.renderFloor(p)
 	r.renderLatency(p)
 	r.renderTTFT(p)
 	r.renderTranslating(p)
@@ -226,6 +233,9 @@ func (r *results) allMatrices() []*matrix {
 		if mx := r.throughput[wl.name]; mx != nil {
 			out = append(out, mx)
 		}
+	}
+	if mx := r.throughput[wlBurst.name]; mx != nil {
+		out = append(out, mx)
 	}
 	for _, wl := range []workload{wlComplete, wlStream} {
 		if mx := r.tlsThroughput[wl.name]; mx != nil {
@@ -273,6 +283,34 @@ func (r *results) renderTargets(p printer, has func(string) bool) {
 	p("| L1 skip: zero upstream round trips, as fast as the straight path | %s | %s |", skipText, verdict(skipOK))
 	p("")
 	r.renderOwnTargets(p)
+	r.renderFloorTargets(p)
+}
+
+// renderFloorTargets checks the floor round's targets (issue 34).
+func (r *results) renderFloorTargets(p printer) {
+	burst, comp := r.throughput[wlBurst.name], r.throughput[wlComplete.name]
+	if burst == nil && comp == nil {
+		return
+	}
+	p("Against the floor (issue 34):")
+	p("")
+	p("| target | measured | verdict |")
+	p("| --- | --- | --- |")
+	if burst != nil {
+		throughputRow(p, burst, "hopgate", "proxy", targetBurstRatio, "burst upstream ("+wlBurst.name+")")
+	}
+	if comp != nil {
+		if len(comp.by[floorNginx]) == 0 {
+			p("| stretch: throughput ≥ %s× nginx, every trace exported (%s) | nginx did not run | – |",
+				strconv.FormatFloat(targetStretchNginxCmp, 'f', -1, 64), wlComplete.name)
+		} else {
+			v := ratio(comp, "hopgate", floorNginx, rpsOf)
+			p("| stretch: throughput ≥ %s× nginx, every trace exported (%s) | %s%s | %s |",
+				strconv.FormatFloat(targetStretchNginxCmp, 'f', -1, 64), wlComplete.name,
+				fmtRatio(v), ratioRounds(comp, "hopgate", floorNginx, rpsOf), verdict(v >= targetStretchNginxCmp))
+		}
+	}
+	p("")
 }
 
 // throughputRow checks the throughput of target a over b against min.
@@ -369,7 +407,7 @@ func (r *results) skipVerdict() (bool, string) {
 func (r *results) renderThroughput(p printer) {
 	p("## Throughput at fixed concurrency (%d workers, closed loop)", r.opts.workers)
 	p("")
-	mxs := []*matrix{r.throughput[wlComplete.name], r.throughput[wlStream.name]}
+	mxs := []*matrix{r.throughput[wlComplete.name], r.throughput[wlStream.name], r.throughput[wlBurst.name]}
 	var targets, variants []string
 	if mxs[0] != nil {
 		for _, t := range mxs[0].targets {
@@ -799,4 +837,64 @@ func (r *results) renderTLS(p printer) {
 		}
 		p("")
 	}
+}
+
+// renderFloor compares hopgate and the bare proxy with nginx and HAProxy
+// (floor.go), workload by workload, from the same rounds.
+func (r *results) renderFloor(p printer) {
+	type row struct {
+		label                          string
+		mx                             *matrix
+		nginx, haproxy, proxy, hopgate string
+	}
+	var rows []row
+	for _, wl := range []workload{wlComplete, wlStream, wlBurst} {
+		if mx := r.throughput[wl.name]; mx != nil {
+			rows = append(rows, row{wl.name, mx, floorNginx, floorHAProxy, "proxy", "hopgate"})
+		}
+	}
+	for _, wl := range []workload{wlComplete, wlStream} {
+		if mx := r.tlsThroughput[wl.name]; mx != nil {
+			for _, pr := range tlsProtocols {
+				suffix := strings.TrimPrefix(pr.proxy, "proxy")
+				rows = append(rows, row{wl.name + ", upstream over " + pr.label, mx, floorNginx + suffix, floorHAProxy + suffix, pr.proxy, pr.hopgate})
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	ran := false
+	for _, rw := range rows {
+		ran = ran || len(rw.mx.by[rw.nginx]) > 0 || len(rw.mx.by[rw.haproxy]) > 0
+	}
+	p("## Against the floor: nginx and HAProxy")
+	p("")
+	if !ran {
+		p("Neither nginx nor HAProxy ran (see the notes); install them with `deploy/nginx/install.sh` and")
+		p("`deploy/haproxy/install.sh` (`make bench` does).")
+		p("")
+		return
+	}
+	p("The proxies platform teams already run, from Debian's packages, started by hopbench with configs")
+	p("written for the run (floor.go) in front of the same upstreams, in the same shuffled rounds as the")
+	p("tables above: nginx with `proxy_pass` to an upstream block with `keepalive`, `proxy_buffering off`")
+	p("and one worker per core; HAProxy with `http-reuse always` and one thread per core. Over TLS, both")
+	p("verify the upstream's certificate; nginx's proxy module speaks HTTP/1.x only, so it has no h2 row.")
+	p("Neither parses a body, checks a key, keeps a breaker or exports a span: they are the floor, not peers.")
+	p("")
+	p("| workload | nginx (req/s) | HAProxy (req/s) | proxy (req/s) | hopgate (req/s) | hopgate / nginx | hopgate / HAProxy | hopgate / proxy | proxy / nginx |")
+	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, rw := range rows {
+		mx := rw.mx
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |", rw.label, fmtRPS(med(mx, rw.nginx, rpsOf)), fmtRPS(med(mx, rw.haproxy, rpsOf)),
+			fmtRPS(med(mx, rw.proxy, rpsOf)), fmtRPS(med(mx, rw.hopgate, rpsOf)),
+			fmtRatio(ratio(mx, rw.hopgate, rw.nginx, rpsOf)), fmtRatio(ratio(mx, rw.hopgate, rw.haproxy, rpsOf)),
+			fmtRatio(ratio(mx, rw.hopgate, rw.proxy, rpsOf)), fmtRatio(ratio(mx, rw.proxy, rw.nginx, rpsOf)))
+	}
+	p("")
+	p("*%s*: the upstream writes the whole stream (%d content frames, the finish frame and [DONE]) in one", wlBurst.name, StreamFrames)
+	p("write and one flush, as providers do under load and on resumed streams; *%s* writes and flushes", wlStream.name)
+	p("them one by one, like a model generating tokens.")
+	p("")
 }

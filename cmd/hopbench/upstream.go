@@ -23,6 +23,7 @@ const StreamFrames = 50
 // Paths select behaviour, so a gateway channel picks it with its base_url:
 //
 //	/v1/chat/completions        1 KB completion, or a 50-frame stream when the body says "stream":true
+//	                            (written all at once when the body carries burstMarker)
 //	/s503/v1/chat/completions   503 with an OpenAI error body (a failed hop)
 //	/stall/v1/chat/completions  role + first content frame, then silence until the client leaves
 //	/v1/messages                Anthropic Messages: the same text as a message, or as an
@@ -41,7 +42,8 @@ type fastUpstream struct {
 	events     [][]byte // the Anthropic stream: head, StreamFrames text deltas, tail
 	err503     []byte
 	bufs       sync.Pool
-	hits       struct{ ok, stream, s503, stall, messages, messagesStream atomic.Int64 }
+	burst      []byte // frames, concatenated: the burst stream
+	hits       struct{ ok, stream, burst, s503, stall, messages, messagesStream atomic.Int64 }
 	tls        struct{ h1, h2 tlsCounters }
 }
 
@@ -56,6 +58,7 @@ func (c *tlsCounters) stats() tlsStats {
 type upstreamStats struct {
 	OK             int64    `json:"ok"`
 	Stream         int64    `json:"stream"`
+	Burst          int64    `json:"burst"`
 	S503           int64    `json:"s503"`
 	Stall          int64    `json:"stall"`
 	Messages       int64    `json:"messages"`
@@ -105,6 +108,7 @@ func newFastUpstream() *fastUpstream {
 		u.frames = append(u.frames, chunk(fmt.Sprintf(`{"content":"tok%d "}`, i), "null"))
 	}
 	u.frames = append(u.frames, chunk(`{}`, `"stop"`), []byte("data: [DONE]\n\n"))
+	u.burst = bytes.Join(u.frames, nil)
 	u.message = fmt.Appendf(nil, `{"id":"msg_bench","type":"message","role":"assistant","model":"bench",`+
 		`"content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,`+
 		`"usage":{"input_tokens":24,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":200}}`, content)
@@ -125,6 +129,7 @@ func (u *fastUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	buf.Reset()
 	_, err := io.Copy(buf, r.Body)
 	stream := bytes.Contains(buf.Bytes(), []byte(`"stream":true`)) || bytes.Contains(buf.Bytes(), []byte(`"stream": true`))
+	burst := stream && bytes.Contains(buf.Bytes(), []byte(burstMarker))
 	u.bufs.Put(buf)
 	if err != nil {
 		return // the client left mid-body
@@ -154,6 +159,9 @@ func (u *fastUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "application/json")
 		h.Set("Content-Length", u.mlen)
 		_, _ = w.Write(u.message)
+	case burst:
+		u.hits.burst.Add(1)
+		writeBurst(w, u.burst)
 	case stream:
 		u.hits.stream.Add(1)
 		writeStream(w, u.frames)
@@ -177,6 +185,16 @@ func writeStream(w http.ResponseWriter, frames [][]byte) {
 			return
 		}
 		_ = rc.Flush()
+	}
+}
+
+// writeBurst writes a whole SSE answer in one write and one flush.
+func writeBurst(w http.ResponseWriter, stream []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	if _, err := w.Write(stream); err == nil {
+		_ = http.NewResponseController(w).Flush()
 	}
 }
 
@@ -208,7 +226,7 @@ func anthropicEvents() [][]byte {
 }
 
 func (u *fastUpstream) stats() upstreamStats {
-	return upstreamStats{OK: u.hits.ok.Load(), Stream: u.hits.stream.Load(), S503: u.hits.s503.Load(), Stall: u.hits.stall.Load(),
+	return upstreamStats{OK: u.hits.ok.Load(), Stream: u.hits.stream.Load(), Burst: u.hits.burst.Load(), S503: u.hits.s503.Load(), Stall: u.hits.stall.Load(),
 		Messages: u.hits.messages.Load(), MessagesStream: u.hits.messagesStream.Load(),
 		TLSH1: u.tls.h1.stats(), TLSH2: u.tls.h2.stats()}
 }

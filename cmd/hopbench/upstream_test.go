@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -224,5 +225,25 @@ func TestUpstreamURL(t *testing.T) {
 		if err != nil || u.String() != want {
 			t.Errorf("%q: got %v, %v; want %s", in, u, err, want)
 		}
+	}
+}
+
+// The burst stream is the per-frame stream's bytes, written at once: the
+// same answer, so a relay's rows differ only in how it was written.
+func TestBurstStreamMatchesPerFrame(t *testing.T) {
+	srv := httptest.NewServer(newFastUpstream())
+	defer srv.Close()
+	_, perFrame := post(t, srv.Client(), srv.URL+"/v1/chat/completions", wlStream.body(modelBench))
+	_, burst := post(t, srv.Client(), srv.URL+"/v1/chat/completions", wlBurst.body(modelBench))
+	if string(perFrame) != string(burst) {
+		t.Fatalf("burst stream differs from the per-frame one:\n%s\n--\n%s", burst, perFrame)
+	}
+	if !json.Valid(wlBurst.body(modelBench)) {
+		t.Fatalf("burst request body is not JSON: %s", wlBurst.body(modelBench))
+	}
+	_, st := post(t, srv.Client(), srv.URL+"/_stats", nil)
+	var stats upstreamStats
+	if err := json.Unmarshal(st, &stats); err != nil || stats.Burst != 1 || stats.Stream != 1 {
+		t.Fatalf("stats %s (%v): want one burst and one per-frame stream", st, err)
 	}
 }
