@@ -37,7 +37,7 @@ func TestRealtimeErrors(t *testing.T) {
 		// why: Anthropic's API has no realtime sessions; the model cannot be served.
 		{"anthropic channel", cfgString("auth: {mode: none}\nchannels:\n  - {id: a, provider: anthropic, api_key_env: K, base_url: \"http://127.0.0.1:1\"}\n" +
 			"models:\n  - name: m\n    max_tokens_default: 10\n    operations: [chat, realtime]\n    chain: [{channel: a}]\n"),
-			7, `serves "realtime", but channel "a" of its chain (provider anthropic) serves chat only`},
+			7, `serves "realtime", but channel "a" of its chain (provider anthropic) serves chat and responses only`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { wantOneError(t, string(tt.yaml), env("K", "k"), tt.line, tt.sub) })
