@@ -17,9 +17,10 @@ build:
 	$(GO) build -o $(BIN)/fakeupstream ./cmd/fakeupstream
 
 ## test: vet, formatting, then every test with the race detector, including the
-## end-to-end tests against a real Jaeger, a real Prometheus and a real
-## PostgreSQL, and the browser tests in Debian's Chromium (built or installed
-## here first, so a clean machine passes too). The stack-depth guard of open
+## end-to-end tests against a real Jaeger, a real Prometheus, a real
+## PostgreSQL and a real Redis, the browser tests in Debian's Chromium, and
+## hopbench's smoke run with nginx and HAProxy as its floor (built or
+## installed here first, so a clean machine passes too). The stack-depth guard of open
 ## streams runs once more without the race detector, whose instrumentation
 ## changes frame sizes (it skips itself under -race).
 test: fmt-check vet jaeger prometheus postgres redis chromium nginx haproxy

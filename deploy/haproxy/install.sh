@@ -14,18 +14,7 @@ set -euo pipefail
 
 . "$(dirname "$0")/../lib/debian.sh"
 
-find_haproxy() {
-	local b
-	for b in "$(command -v haproxy 2>/dev/null || true)" /usr/sbin/haproxy; do
-		if [ -n "$b" ] && [ -x "$b" ]; then
-			printf '%s\n' "$b"
-			return 0
-		fi
-	done
-	return 1
-}
-
-if bin="$(find_haproxy)"; then
+if bin="$(find_sbin haproxy)"; then
 	printf '%s\n' "$bin"
 	exit 0
 fi
@@ -38,7 +27,7 @@ if command -v pgrep >/dev/null 2>&1; then
 	done
 fi
 
-if ! bin="$(find_haproxy)"; then
+if ! bin="$(find_sbin haproxy)"; then
 	log "haproxy still missing after installing the Debian package"
 	exit 1
 fi

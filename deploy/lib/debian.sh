@@ -55,3 +55,16 @@ stop_service() {
 		$SUDO service "$1" stop >/dev/null 2>&1 || true
 	fi
 }
+
+# find_sbin NAME prints the path of NAME from PATH, else Debian's
+# /usr/sbin/NAME (not on every user's PATH); fails when neither exists.
+find_sbin() {
+	local b
+	for b in "$(command -v "$1" 2>/dev/null || true)" "/usr/sbin/$1"; do
+		if [ -n "$b" ] && [ -x "$b" ]; then
+			printf '%s\n' "$b"
+			return 0
+		fi
+	done
+	return 1
+}

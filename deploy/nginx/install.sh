@@ -14,18 +14,7 @@ set -euo pipefail
 
 . "$(dirname "$0")/../lib/debian.sh"
 
-find_nginx() {
-	local b
-	for b in "$(command -v nginx 2>/dev/null || true)" /usr/sbin/nginx; do
-		if [ -n "$b" ] && [ -x "$b" ]; then
-			printf '%s\n' "$b"
-			return 0
-		fi
-	done
-	return 1
-}
-
-if bin="$(find_nginx)"; then
+if bin="$(find_sbin nginx)"; then
 	printf '%s\n' "$bin"
 	exit 0
 fi
@@ -39,7 +28,7 @@ if command -v pgrep >/dev/null 2>&1; then
 	done
 fi
 
-if ! bin="$(find_nginx)"; then
+if ! bin="$(find_sbin nginx)"; then
 	log "nginx still missing after installing the Debian package"
 	exit 1
 fi
