@@ -414,23 +414,36 @@ func convertChatMessages(msgs []chatMessage, opt ToMessagesOptions, out *anReque
 		default:
 			return invalid(CodeInvalidRequest, p+".role", "unknown role "+strconvQuote(m.Role))
 		}
-		if len(blocks) == 0 {
-			drop.add("messages[].empty") // Anthropic refuses empty turns
-			continue
-		}
-		appendTurn(out, role, blocks)
+		addTurn(out, drop, "messages", role, blocks)
 	}
-	if len(out.Messages) == 0 {
-		return invalid(CodeInvalidRequest, "messages", "messages must contain at least one user or assistant message with content")
-	}
-	trimPrefill(out, drop, "messages[].content.trailing_whitespace")
-	return nil
+	return endTurns(out, drop, "messages", "message")
 }
 
 // appendTurn adds a turn of role. Anthropic requires alternating roles:
 // consecutive turns of one role (several tool results, a tool result then
 // the user's text, a message then its function calls) are one turn;
 // tool_result blocks stay first, as required.
+// addTurn appends blocks as a turn of role, or drops an empty one
+// (Anthropic refuses empty turns), listed under field: the one turn rule
+// of both translations to Messages (chat messages, Responses input).
+func addTurn(out *anRequest, drop dropped, field, role string, blocks []anBlock) {
+	if len(blocks) == 0 {
+		drop.add(field + "[].empty")
+		return
+	}
+	appendTurn(out, role, blocks)
+}
+
+// endTurns checks that field gave at least one turn (of what items it
+// holds), and trims a final prefill's trailing whitespace.
+func endTurns(out *anRequest, drop dropped, field, item string) *Error {
+	if len(out.Messages) == 0 {
+		return invalid(CodeInvalidRequest, field, field+" must contain at least one user or assistant "+item+" with content")
+	}
+	trimPrefill(out, drop, field+"[].content.trailing_whitespace")
+	return nil
+}
+
 func appendTurn(out *anRequest, role string, blocks []anBlock) {
 	if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
 		out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)

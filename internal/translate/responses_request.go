@@ -435,17 +435,9 @@ func convertResponsesInput(v json.RawMessage, opt ToMessagesOptions, out *anRequ
 		default:
 			return nativeOnlyError(p + ".type")
 		}
-		if len(blocks) == 0 {
-			drop.add("input[].empty") // Anthropic refuses empty turns
-			continue
-		}
-		appendTurn(out, role, blocks)
+		addTurn(out, drop, "input", role, blocks)
 	}
-	if len(out.Messages) == 0 {
-		return invalid(CodeInvalidRequest, "input", "input must contain at least one user or assistant item with content")
-	}
-	trimPrefill(out, drop, "input[].content.trailing_whitespace")
-	return nil
+	return endTurns(out, drop, "input", "item")
 }
 
 // trimPrefill: a final assistant turn is a prefill, which Anthropic refuses

@@ -343,3 +343,25 @@ func responsesEvents(t *testing.T, out []byte) []responses.ResponseStreamEventUn
 	}
 	return evs
 }
+
+// Both translations to Messages share one turn rule (addTurn, endTurns):
+// an empty turn is dropped, and nothing left to send is a 400 naming the
+// field, never an empty request to the upstream.
+func TestNoTurnLeftIsInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, param string
+		translate         func([]byte) error
+	}{
+		{"chat", `{"model":"m","messages":[{"role":"user","content":""}]}`, "messages",
+			func(b []byte) error { _, err := ChatToMessages(b, ToMessagesOptions{MaxTokensDefault: 10}); return err }},
+		{"responses", `{"model":"m","input":[{"role":"user","content":""}]}`, "input",
+			func(b []byte) error { _, err := ResponsesToMessages(b, withDefault(sonnet, 100)); return err }},
+	} {
+		err := tc.translate([]byte(tc.body))
+		var te *Error
+		if !errors.As(err, &te) || !errors.Is(err, ErrInvalid) || te.Param != tc.param ||
+			!strings.Contains(te.Message, "at least one user or assistant") {
+			t.Errorf("%s: the translation says %v, want invalid %s", tc.name, err, tc.param)
+		}
+	}
+}
