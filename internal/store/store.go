@@ -131,6 +131,16 @@ func openSQLite(cfg Config) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open sqlite: %w", err)
 	}
+	if cfg.Path == ":memory:" {
+		// Every connection to ":memory:" opens a database of its own: a
+		// second pooled connection would see no tables and no rows. One
+		// connection, never closed, is the whole database.
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+		return db, nil
+	}
 	db.SetMaxOpenConns(maxConns(cfg, 4))
 	return db, nil
 }

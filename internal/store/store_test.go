@@ -373,3 +373,30 @@ func TestConcurrentOpen(t *testing.T) {
 		}
 	})
 }
+
+// TestMemoryDatabaseIsOne: path ":memory:" is one database however many
+// callers use it at once. Each SQLite connection to ":memory:" is a
+// database of its own, so a pool of several would answer a concurrent
+// caller "no such table".
+func TestMemoryDatabaseIsOne(t *testing.T) {
+	s := openStore(t, Config{Driver: DriverSQLite, Path: ":memory:"})
+	if _, err := s.CreateTenant(ctx(t), "acme", actor); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			ts, err := s.Tenants(ctx(t))
+			if err == nil && len(ts) != 1 {
+				err = fmt.Errorf("%d tenants", len(ts))
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
