@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -63,8 +64,11 @@ func TestRealtimeSessionsAreCounted(t *testing.T) {
 	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, func() bool { return statusCounts(t, g)["voice"] == [2]int64{1, 0} }, fmt.Sprint("/status.json counted the session: ", statusCounts(t, g)))
-	m := get(g.AdminURL + "/metrics")
+	var m string
+	testkit.Eventually(t, func() bool {
+		m = get(g.AdminURL + "/metrics")
+		return strings.Contains(m, `hopgate_realtime_session_duration_seconds_count{model="voice",region=""} 1`)
+	}, "the closed session is counted")
 	for _, want := range []string{
 		`hopgate_realtime_sessions_active{model="voice",region=""} 0`,
 		`hopgate_realtime_sessions_total{model="voice",outcome="failover_ok",region=""} 1`,
@@ -94,6 +98,17 @@ func TestRealtimeSessionsAreCounted(t *testing.T) {
 	if g.Attempts("eu", "gpt-realtime|rt-refuse") != 1 {
 		t.Fatal("the open channel was dialed")
 	}
+	// The status page counts both ended sessions. Its view is cached for
+	// a few seconds of the gateway's (fake) clock: a poll that came before
+	// the second session was recorded would be served again forever if the
+	// clock did not move, so each poll moves it past the cache.
+	testkit.EventuallyNil(t, func() error {
+		g.Clock.Advance(6 * time.Second)
+		if c := statusCounts(t, g); c["voice"] != [2]int64{2, 0} {
+			return fmt.Errorf("/status.json counts %v", c)
+		}
+		return nil
+	}, "/status.json counts both sessions")
 }
 
 func grepLines(s, sub string) string {
