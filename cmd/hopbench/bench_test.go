@@ -103,6 +103,25 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s/h1 has no TLS stream samples", name)
 		}
 	}
+	// The realtime row: events went through every relay, and every idle
+	// session opened through hopgate and the bare relay.
+	if rt := res.realtime; rt == nil {
+		t.Error("no realtime row")
+	} else {
+		for _, name := range []string{rtDirect, rtRelay, rtHopgate} {
+			if eps := median(rt.eventsPerSec[name]); !(eps > 0) || len(rt.latency[name]) == 0 {
+				t.Errorf("realtime %s: %.0f events/s, %d round trips", name, eps, len(rt.latency[name]))
+			}
+		}
+		for _, name := range []string{rtRelay, rtHopgate} {
+			if ir := rt.idle[name]; ir.opened != o.idle || ir.err != "" {
+				t.Errorf("idle realtime sessions through %s: %d of %d opened (%s)", name, ir.opened, o.idle, ir.err)
+			}
+		}
+		if len(rt.err) > 0 {
+			t.Errorf("realtime errors: %v", rt.err)
+		}
+	}
 	if burst := res.throughput[wlBurst.name]; burst == nil || len(burst.by["hopgate"]) == 0 {
 		t.Error("no burst-stream samples for hopgate")
 	}
@@ -113,7 +132,7 @@ func TestQuickRun(t *testing.T) {
 	for _, section := range []string{"## Targets", "Against the floor (issue 34)", "burst upstream (stream-50-frames-burst)",
 		"## Against the floor: nginx and HAProxy", "| stream-50-frames-burst |", "## Throughput", "## Latency", "## Time to first token",
 		"## Translating path", "responses / chat", "| translating-responses |", "| stream-50-frames | https/h2 |", "upstream over https/h1 (completion-1KB)", "TLS connections accepted",
-		"## Failover paths", "## Memory per idle stream", "## Trace export", "## Go micro-benchmarks",
+		"## Failover paths", "## Memory per idle stream", "## Realtime sessions", "memory per idle session ≤ 1.2× the bare relay's", "## Trace export", "## Go micro-benchmarks",
 		"Over the bare proxy (the performance round's targets", "more RSS than the proxy per idle stream",
 		"`healthy_sample_ratio: 0.1` (completion-1KB)", "time to first token ≤ 300 µs over the proxy",
 		"What tracing costs", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy", "hopgate-sdkexport / proxy"} {

@@ -123,6 +123,7 @@ type results struct {
 	tlsConns      map[string]tlsStats
 	export        exportStats
 	calibration   map[string]sample // fast upstream vs cmd/fakeupstream
+	realtime      *rtResults        // the realtime row (realtime.go)
 	micro         microResult
 	profiles      []string
 	notes         []string
@@ -363,6 +364,10 @@ func run(ctx context.Context, o options) (*results, error) {
 	if err := w.idleTests(res); err != nil {
 		return nil, err
 	}
+	w.logf("realtime sessions")
+	if err := w.realtime(res); err != nil {
+		return nil, err
+	}
 	w.close()
 	res.notes = append(res.notes, w.peerErrors...)
 
@@ -495,7 +500,7 @@ func (w *world) startGateway() (*child, error) {
 // and the CA of the TLS ones to trust.
 func (w *world) gatewayEnv() []string {
 	return []string{envUpstream + "=" + w.up.addrs["upstream"], envUpstreamH1 + "=" + w.up.addrs["upstream-h1"],
-		envUpstreamH2 + "=" + w.up.addrs["upstream-h2"], w.pki.trustEnv()}
+		envUpstreamH2 + "=" + w.up.addrs["upstream-h2"], envRealtime + "=" + w.up.addrs["realtime"], w.pki.trustEnv()}
 }
 
 // countTLS returns a rounds hook adding what each TLS turn cost the

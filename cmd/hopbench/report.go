@@ -200,6 +200,7 @@ func render(w io.Writer, r *results) {
 	r.renderTLS(p)
 	r.renderFailover(p)
 	r.renderIdle(p)
+	r.renderRealtime(p)
 	r.renderExport(p)
 	r.renderCalibration(p)
 	r.renderMicro(p)

@@ -78,7 +78,7 @@ const (
 // also never open, but its ring is allocated at that size.) claude is the
 // same fast upstream speaking Anthropic Messages at /v1/messages. The TLS
 // channels exist when their upstreams do (h1, h2: host:port, or "").
-func gatewayYAML(up, h1, h2 string, adminPort int) string {
+func gatewayYAML(up, h1, h2, rt string, adminPort int) string {
 	sum := sha256.Sum256([]byte(benchKey))
 	var tlsChannels, tlsModels strings.Builder
 	for _, t := range []struct{ id, addr, model string }{{"up-h1", h1, modelH1}, {"up-h2", h2, modelH2}} {
@@ -87,6 +87,10 @@ func gatewayYAML(up, h1, h2 string, adminPort int) string {
 		}
 		fmt.Fprintf(&tlsChannels, "  - {id: %s, base_url: \"https://%s/v1\", api_key_env: BENCH_CHANNEL_KEY, region: bench-1}\n", t.id, t.addr)
 		fmt.Fprintf(&tlsModels, "  - name: %s\n    chain:\n      - {channel: %s, upstream_model: bench, price: {input: 1, output: 1}}\n", t.model, t.id)
+	}
+	if rt != "" { // the realtime row's echo (realtime.go)
+		fmt.Fprintf(&tlsChannels, "  - {id: rt, base_url: \"http://%s/v1\", api_key_env: BENCH_CHANNEL_KEY, region: bench-1}\n", rt)
+		fmt.Fprintf(&tlsModels, "  - name: %s\n    operations: [realtime]\n    chain:\n      - {channel: rt, upstream_model: gpt-realtime}\n", modelRealtime)
 	}
 	return fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -149,9 +153,14 @@ func runRole(role string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		s3, a3, err := serveLoopback(rtEcho()) // realtime.go
+		if err != nil {
+			return err
+		}
 		announce("upstream", a1)
 		announce("fakeupstream", a2)
-		stop = func() { s1.Close(); s2.Close(); fu.Close() }
+		announce("realtime", a3)
+		stop = func() { s1.Close(); s2.Close(); fu.Close(); s3.Close() }
 		if certFile := os.Getenv(envTLSCert); certFile != "" {
 			cert, err := tls.LoadX509KeyPair(certFile, os.Getenv(envTLSKey))
 			if err != nil {
@@ -183,6 +192,13 @@ func runRole(role string, in io.Reader, out io.Writer) error {
 			ErrorLog:  log.New(os.Stderr, "proxy: ", 0),
 		}
 		s, a, err := serveLoopback(rp)
+		if err != nil {
+			return err
+		}
+		announce("main", a)
+		stop = func() { s.Close() }
+	case roleRTRelay:
+		s, a, err := serveLoopback(rtRelayHandler(os.Getenv(envRealtime)))
 		if err != nil {
 			return err
 		}
@@ -244,7 +260,7 @@ func startGateway(ctx context.Context) (*gateway.Gateway, *telemetry.Telemetry, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cfg, err := config.Parse([]byte(gatewayYAML(os.Getenv(envUpstream), os.Getenv(envUpstreamH1), os.Getenv(envUpstreamH2), adminPort)), func(k string) (string, bool) {
+	cfg, err := config.Parse([]byte(gatewayYAML(os.Getenv(envUpstream), os.Getenv(envUpstreamH1), os.Getenv(envUpstreamH2), os.Getenv(envRealtime), adminPort)), func(k string) (string, bool) {
 		if k == "BENCH_CHANNEL_KEY" {
 			return "sk-channel-bench", true
 		}

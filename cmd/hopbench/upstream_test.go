@@ -184,21 +184,24 @@ func TestTLSUpstreams(t *testing.T) {
 func TestGatewayYAML(t *testing.T) {
 	env := func(string) (string, bool) { return "sk", true }
 	for _, tc := range []struct {
-		name   string
-		h1, h2 string
-		tls    bool
+		name       string
+		h1, h2, rt string
+		tls        bool
 	}{
-		{"with the TLS upstreams", "127.0.0.1:1001", "127.0.0.1:1002", true},
+		{"with the TLS and realtime upstreams", "127.0.0.1:1001", "127.0.0.1:1002", "127.0.0.1:1003", true},
 		// Why: a gateway started without them (a role test) still starts.
-		{"without", "", "", false},
+		{"without", "", "", "", false},
 	} {
-		cfg, err := config.Parse([]byte(gatewayYAML("127.0.0.1:1000", tc.h1, tc.h2, 9999)), env)
+		cfg, err := config.Parse([]byte(gatewayYAML("127.0.0.1:1000", tc.h1, tc.h2, tc.rt, 9999)), env)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		models := map[string]*config.Model{}
 		for _, m := range cfg.Models {
 			models[m.Name] = m
+		}
+		if rt := models[modelRealtime]; (rt != nil) != (tc.rt != "") || rt != nil && rt.Chain[0].Channel.BaseURL != "http://"+tc.rt+"/v1" {
+			t.Errorf("%s: realtime model %+v", tc.name, rt)
 		}
 		an := models[modelAnthropic]
 		if an == nil || an.Chain[0].Channel.Provider != config.ProviderAnthropic || an.Chain[0].Channel.BaseURL != "http://127.0.0.1:1000" {
