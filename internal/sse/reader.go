@@ -17,6 +17,14 @@ const DefaultMaxFrame = 1 << 20
 
 const (
 	initialBuf = 1 << 10 // grows on demand; most frames are a few hundred bytes
+	// burstBuf bounds the growth of a reader whose reads keep filling its
+	// buffer: an upstream writing frames faster than one read takes them
+	// (a burst). Each read that fills the room it was given doubles the
+	// buffer up to here, so a burst is taken in a few reads and a proxy
+	// flushing when no complete frame is buffered (Buffered) flushes a
+	// few times, not once per kilobyte. A stream of one frame per write
+	// never fills its buffer and stays at initialBuf.
+	burstBuf = 16 << 10
 	// maxInterned bounds the event-name cache, so a hostile upstream sending a
 	// new event name per frame cannot grow memory; past it names allocate.
 	maxInterned    = 64
@@ -52,6 +60,7 @@ type Reader struct {
 	lineStart int
 
 	bomDone bool
+	full    bool  // the last read filled the room it was given: more is likely waiting
 	err     error // sticky read error, returned once buffered frames are drained
 	done    error // terminal error returned by every later Next
 
@@ -74,7 +83,7 @@ func NewReader(r io.Reader, maxFrame int) *Reader {
 func (r *Reader) Reset(rd io.Reader) {
 	r.rd = rd
 	r.start, r.end, r.scanned, r.lineStart = 0, 0, 0, 0
-	r.bomDone = false
+	r.bomDone, r.full = false, false
 	r.err, r.done = nil, nil
 	r.data = r.data[:0]
 }
@@ -200,21 +209,27 @@ func (r *Reader) fill() {
 		r.end = copy(r.buf, r.buf[r.start:r.end])
 		r.start = 0
 	}
-	if r.end == len(r.buf) {
-		// At least room for a BOM, so a tiny limit can still decide on one.
-		limit := max(r.maxFrame+1, len(bom))
+	// At least room for a BOM, so a tiny limit can still decide on one.
+	limit := max(r.maxFrame+1, len(bom))
+	if r.end == len(r.buf) || r.full && len(r.buf) < min(burstBuf, limit) {
 		n := max(2*len(r.buf), initialBuf)
 		n = min(n, limit)
 		nb := make([]byte, n)
-		copy(nb, r.buf[:r.end])
+		// Offsets (scanned, lineStart) are from start: moving the bytes to
+		// the front keeps them.
+		r.end = copy(nb, r.buf[r.start:r.end])
+		r.start = 0
 		r.buf = nb
 	}
+	r.full = false
 	for range 100 {
+		room := len(r.buf) - r.end
 		n, err := r.rd.Read(r.buf[r.end:])
-		if n < 0 || n > len(r.buf)-r.end {
+		if n < 0 || n > room {
 			r.err = errors.New("sse: reader returned invalid count")
 			return
 		}
+		r.full = n == room
 		r.end += n
 		if err != nil {
 			r.err = err

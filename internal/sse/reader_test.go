@@ -370,3 +370,46 @@ func TestReaderBuffered(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderTakesABurstInFewReads: when the upstream wrote a whole stream
+// at once, each read that fills the buffer doubles it (up to burstBuf), so
+// a proxy that flushes whenever no complete frame is buffered flushes a
+// few times per burst, not once per kilobyte; a stream of one frame per
+// read never grows its buffer.
+func TestReaderTakesABurstInFewReads(t *testing.T) {
+	frame := "data: " + strings.Repeat("x", 180) + "\n\n"
+	burst := strings.Repeat(frame, 50) // 9.4 KB in one write
+	for _, tc := range []struct {
+		name       string
+		reads      []string
+		maxFlushes int // times Buffered is false before the end
+		maxBuf     int
+	}{
+		// Why: 1+2+4+8 KiB reads take 9.4 KB; without growth it took ten.
+		{"a burst", []string{burst}, 4, burstBuf},
+		// Why: an idle or steady stream keeps its small buffer.
+		{"one frame per read", slices.Repeat([]string{frame}, 50), 50, initialBuf},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := chunks(slices.Clone(tc.reads))
+			rd := NewReader(&src, 0)
+			flushes, frames := 0, 0
+			for {
+				f, err := rd.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil || string(f.Raw) != frame {
+					t.Fatalf("frame %d: %q, %v", frames, f.Raw, err)
+				}
+				frames++
+				if !rd.Buffered() {
+					flushes++
+				}
+			}
+			if frames != 50 || flushes > tc.maxFlushes || len(rd.buf) > tc.maxBuf {
+				t.Fatalf("%d frames, %d flushes (want ≤ %d), buffer %d bytes (want ≤ %d)", frames, flushes, tc.maxFlushes, len(rd.buf), tc.maxBuf)
+			}
+		})
+	}
+}
