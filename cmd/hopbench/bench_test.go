@@ -131,7 +131,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	for _, section := range []string{"## Targets", "Against the floor (issue 34)", "burst upstream (stream-50-frames-burst)",
 		"## Against the floor: nginx and HAProxy", "| stream-50-frames-burst |", "## Throughput", "## Latency", "## Time to first token",
-		"## Translating path", "responses / chat", "| translating-responses |", "| stream-50-frames | https/h2 |", "upstream over https/h1 (completion-1KB)", "TLS connections accepted",
+		"## Translating path", "responses / chat", "| translating-responses |", "responses: translating / pass-through", "Target (issue 31): the Responses translation costs no more", "| stream-50-frames | https/h2 |", "upstream over https/h1 (completion-1KB)", "TLS connections accepted",
 		"## Failover paths", "## Memory per idle stream", "## Realtime sessions", "memory per idle session ≤ 1.2× the bare relay's", "## Trace export", "## Go micro-benchmarks",
 		"Over the bare proxy (the performance round's targets", "more RSS than the proxy per idle stream",
 		"`healthy_sample_ratio: 0.1` (completion-1KB)", "time to first token ≤ 300 µs over the proxy",

@@ -199,6 +199,7 @@ type world struct {
 	translating target
 	// translatingResponses: the same on /v1/responses (responses.go).
 	translatingResponses target
+	passthroughResponses target // the Responses client on the OpenAI channel (responses_upstream.go)
 	// variants: hopgate differing in one setting (throughput and completion
 	// latency rounds), and their processes.
 	variants    []target
@@ -273,7 +274,7 @@ func run(ctx context.Context, o options) (*results, error) {
 	}
 	w.logf("warm-up")
 	warm := append(w.targets[:len(w.targets):len(w.targets)], w.variants...)
-	for _, t := range append(warm, w.translating, w.translatingResponses) {
+	for _, t := range append(warm, w.translating, w.translatingResponses, w.passthroughResponses) {
 		for _, wl := range []workload{wlComplete, wlStream} {
 			w.count(t, wl, attack(t, wl, attackMode{workers: o.workers}, o.duration/3))
 		}
@@ -300,7 +301,7 @@ func run(ctx context.Context, o options) (*results, error) {
 			res.throughput[wl.name] = w.rounds(ts, wl, maxMode, nil)
 			continue
 		}
-		res.throughput[wl.name] = w.rounds(append(ts, w.translating, w.translatingResponses), wl, maxMode, func(round int, t target, d time.Duration) func() {
+		res.throughput[wl.name] = w.rounds(append(ts, w.translating, w.translatingResponses, w.passthroughResponses), wl, maxMode, func(round int, t target, d time.Duration) func() {
 			if o.profileDir == "" || round != 0 || t.pprof == "" {
 				return nil
 			}
@@ -416,6 +417,8 @@ func (w *world) start() error {
 	w.translating = w.hopgate
 	w.translating.name, w.translating.model = targetTranslating, modelAnthropic
 	w.translatingResponses = responsesTarget(w.translating)
+	w.passthroughResponses = responsesTarget(w.hopgate)
+	w.passthroughResponses.name = targetPassthroughResponses
 	hgH1, hgH2 := w.hopgate, w.hopgate
 	hgH1.name, hgH1.model = targetHopgateH1, modelH1
 	hgH2.name, hgH2.model = targetHopgateH2, modelH2

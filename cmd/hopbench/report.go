@@ -412,7 +412,7 @@ func (r *results) renderThroughput(p printer) {
 	var targets, variants []string
 	if mxs[0] != nil {
 		for _, t := range mxs[0].targets {
-			if t == targetTranslating || t == targetTranslatingResponses {
+			if t == targetTranslating || t == targetTranslatingResponses || t == targetPassthroughResponses {
 				continue // its own section
 			}
 			if strings.HasPrefix(t, "hopgate-") {

@@ -111,6 +111,7 @@ channels:
   - {id: claude, provider: anthropic, base_url: "http://%[2]s", api_key_env: BENCH_CHANNEL_KEY, region: bench-1}
 %[9]smodels:
   - name: %[3]s
+    operations: [chat, responses] # responses: the passthrough-responses row
     chain:
       - {channel: up, upstream_model: bench, price: {input: 1, output: 1}}
   - name: %[4]s

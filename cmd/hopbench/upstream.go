@@ -28,6 +28,8 @@ const StreamFrames = 50
 //	/stall/v1/chat/completions  role + first content frame, then silence until the client leaves
 //	/v1/messages                Anthropic Messages: the same text as a message, or as an
 //	                            SSE stream of StreamFrames text deltas when "stream":true
+//	/v1/responses               the Responses API: the bytes the translating path makes of
+//	                            /v1/messages' answer (responses_upstream.go)
 //	/_stats                     request counts per behaviour (JSON)
 //
 // The upstream role serves the same handler over TLS too (tls.go): the
@@ -40,10 +42,13 @@ type fastUpstream struct {
 	message    []byte   // the Anthropic non-streaming answer: completion's text
 	mlen       string
 	events     [][]byte // the Anthropic stream: head, StreamFrames text deltas, tail
+	respFrames [][]byte // the Responses stream the translating path makes of events (responses_upstream.go)
+	respObject []byte   // the Responses object it makes of message
+	rlen       string
 	err503     []byte
 	bufs       sync.Pool
 	burst      []byte // frames, concatenated: the burst stream
-	hits       struct{ ok, stream, burst, s503, stall, messages, messagesStream atomic.Int64 }
+	hits       struct{ ok, stream, burst, s503, stall, messages, messagesStream, responses atomic.Int64 }
 	tls        struct{ h1, h2 tlsCounters }
 }
 
@@ -63,6 +68,7 @@ type upstreamStats struct {
 	Stall          int64    `json:"stall"`
 	Messages       int64    `json:"messages"`
 	MessagesStream int64    `json:"messages_stream"`
+	Responses      int64    `json:"responses"`
 	TLSH1          tlsStats `json:"tls_h1"` // the listener offering HTTP/1.1 only
 	TLSH2          tlsStats `json:"tls_h2"` // the listener offering HTTP/2 and HTTP/1.1
 }
@@ -114,6 +120,11 @@ func newFastUpstream() *fastUpstream {
 		`"usage":{"input_tokens":24,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":200}}`, content)
 	u.mlen = strconv.Itoa(len(u.message))
 	u.events = anthropicEvents()
+	var err error
+	if u.respFrames, u.respObject, err = responsesAnswers(u.events, u.message); err != nil {
+		panic("hopbench: the Responses answers: " + err.Error())
+	}
+	u.rlen = strconv.Itoa(len(u.respObject))
 	u.err503 = []byte(`{"error":{"message":"The server is overloaded. Please retry.","type":"server_error","param":null,"code":"overloaded"}}`)
 	return u
 }
@@ -154,6 +165,14 @@ func (u *fastUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(path, "/v1/messages") && stream:
 		u.hits.messagesStream.Add(1)
 		writeStream(w, u.events)
+	case strings.HasSuffix(path, "/v1/responses") && stream:
+		u.hits.responses.Add(1)
+		writeStream(w, u.respFrames)
+	case strings.HasSuffix(path, "/v1/responses"):
+		u.hits.responses.Add(1)
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", u.rlen)
+		_, _ = w.Write(u.respObject)
 	case strings.HasSuffix(path, "/v1/messages"):
 		u.hits.messages.Add(1)
 		h.Set("Content-Type", "application/json")
@@ -227,6 +246,6 @@ func anthropicEvents() [][]byte {
 
 func (u *fastUpstream) stats() upstreamStats {
 	return upstreamStats{OK: u.hits.ok.Load(), Stream: u.hits.stream.Load(), Burst: u.hits.burst.Load(), S503: u.hits.s503.Load(), Stall: u.hits.stall.Load(),
-		Messages: u.hits.messages.Load(), MessagesStream: u.hits.messagesStream.Load(),
+		Messages: u.hits.messages.Load(), MessagesStream: u.hits.messagesStream.Load(), Responses: u.hits.responses.Load(),
 		TLSH1: u.tls.h1.stats(), TLSH2: u.tls.h2.stats()}
 }
