@@ -801,7 +801,7 @@ func TestEarlyWarningInCheck(t *testing.T) {
 	if err := c.WriteChains(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := "early warning (demote, never skip):\n  a  baseline=10m window=30s latency_multiple=3 for=40s error_fraction=0.5 min_samples=5 cooldown=120s probation=120s ratelimit_utilization=0.9\n"
+	want := "early warning (demote, never skip):\n  a  baseline=10m window=30s latency_multiple=3 for=40s error_fraction=0.5 min_samples=5 cooldown=120s probation=120s ratelimit_utilization=0.95\n"
 	if !strings.Contains(b.String(), want) {
 		t.Fatalf("check output lacks %q:\n%s", want, b.String())
 	}

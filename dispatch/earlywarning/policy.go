@@ -13,7 +13,7 @@ const (
 	DefaultMinSamples = 5
 	DefaultCooldown   = 2 * time.Minute
 	DefaultProbation  = 2 * time.Minute
-	DefaultRateLimit  = 0.9
+	DefaultRateLimit  = 0.95
 
 	// MaxBackoff bounds the cooldown of a channel demoted again during
 	// probation: each such demotion doubles it, up to this multiple.
