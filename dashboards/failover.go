@@ -269,7 +269,7 @@ func breakerRow() *dashboard.RowBuilder {
 
 func breakerTile() *stat.PanelBuilder {
 	expr := channelState("max")
-	return stat.NewPanelBuilder().
+	return tileLook(stat.NewPanelBuilder().
 		Id(idBreakerTile).
 		Title("$" + VarChannel).
 		Description("L1 breaker of this channel in this region, worst gateway instance (max). " +
@@ -290,11 +290,16 @@ func breakerTile() *stat.PanelBuilder {
 			Instant()).
 		Mappings(breakerMappings()).
 		Thresholds(breakerThresholds()).
-		ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdThresholds)).
+		TextMode(common.BigValueTextModeValue))
+}
+
+// tileLook is how every per-channel tile looks: the background coloured
+// by its thresholds, the last value, n/a without data.
+func tileLook(b *stat.PanelBuilder) *stat.PanelBuilder {
+	return b.ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdThresholds)).
 		NoValue("n/a").
 		ColorMode(common.BigValueColorModeBackground).
 		GraphMode(common.BigValueGraphModeNone).
-		TextMode(common.BigValueTextModeValue).
 		JustifyMode(common.BigValueJustifyModeCenter).
 		Orientation(common.VizOrientationAuto).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}).Values(false))

@@ -32,7 +32,7 @@ func windowRow() *dashboard.RowBuilder {
 // same provider's window.
 func windowTile() *stat.PanelBuilder {
 	util := fmt.Sprintf("max by (%s) (%s{%s})", telemetry.LabelLimitKind, telemetry.MetricChannelRateLimitUtilization, mRegionChannel)
-	return stat.NewPanelBuilder().
+	return tileLook(stat.NewPanelBuilder().
 		Id(idWindowTile).
 		Title("$" + VarChannel + " window").
 		Description("How full this channel's rate-limit windows are, per kind (requests, tokens, input_tokens, output_tokens), " +
@@ -56,12 +56,5 @@ func windowTile() *stat.PanelBuilder {
 				{Value: cog.ToPtr(windowWarnShare), Color: "yellow"},
 				{Value: cog.ToPtr(windowFullShare), Color: "red"},
 			})).
-		ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdThresholds)).
-		NoValue("n/a").
-		ColorMode(common.BigValueColorModeBackground).
-		GraphMode(common.BigValueGraphModeNone).
-		TextMode(common.BigValueTextModeValueAndName).
-		JustifyMode(common.BigValueJustifyModeCenter).
-		Orientation(common.VizOrientationAuto).
-		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}).Values(false))
+		TextMode(common.BigValueTextModeValueAndName))
 }
