@@ -154,6 +154,28 @@ func TestFailoverBoardAgainstPrometheus(t *testing.T) {
 		return nil
 	}, "error rates during the fault")
 
+	// The window row: mid's tile shows each kind its answers state.
+	window := findQuery(t, panels, "$"+dashboards.VarChannel+" window")
+	windowFor := dashboards.Substitute(window.Expr, map[string]string{
+		dashboards.VarRegion: vars[dashboards.VarRegion], dashboards.VarChannel: regexp.QuoteMeta(chMid),
+	})
+	scraped(15*time.Second).EventuallyNil(t, func() error {
+		ss, err := prom.query(ctx, windowFor)
+		if err != nil {
+			return err
+		}
+		got := map[string]float64{}
+		for _, s := range ss {
+			if len(s.Values) == 1 {
+				got[s.Metric[telemetry.LabelLimitKind]] = s.Values[0]
+			}
+		}
+		if len(got) != 2 || got["requests"] != 0.6 || got["tokens"] != 0.95 {
+			return fmt.Errorf("%s's window tile = %v, want requests 0.6 and tokens 0.95", chMid, got)
+		}
+		return nil
+	}, "the window tile shows each kind's utilisation")
+
 	if prom.exemplars {
 		hist := fmt.Sprintf(`%s_bucket{%s=%q}`, telemetry.MetricHopDuration, telemetry.LabelRegion, gatewayRegion)
 		scraped(15*time.Second).EventuallyNil(t, func() error {

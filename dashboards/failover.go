@@ -93,6 +93,8 @@ const (
 	idRowOverload     = 17
 	idBudget          = 18
 	idShed            = 19
+	idRowWindows      = 20
+	idWindowTile      = 21
 )
 
 // rateWindow is the window of the per-second rates on trend panels. The
@@ -267,7 +269,7 @@ func breakerRow() *dashboard.RowBuilder {
 
 func breakerTile() *stat.PanelBuilder {
 	expr := channelState("max")
-	return stat.NewPanelBuilder().
+	return tileLook(stat.NewPanelBuilder().
 		Id(idBreakerTile).
 		Title("$" + VarChannel).
 		Description("L1 breaker of this channel in this region, worst gateway instance (max). " +
@@ -288,11 +290,16 @@ func breakerTile() *stat.PanelBuilder {
 			Instant()).
 		Mappings(breakerMappings()).
 		Thresholds(breakerThresholds()).
-		ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdThresholds)).
+		TextMode(common.BigValueTextModeValue))
+}
+
+// tileLook is how every per-channel tile looks: the background coloured
+// by its thresholds, the last value, n/a without data.
+func tileLook(b *stat.PanelBuilder) *stat.PanelBuilder {
+	return b.ColorScheme(dashboard.NewFieldColorBuilder().Mode(dashboard.FieldColorModeIdThresholds)).
 		NoValue("n/a").
 		ColorMode(common.BigValueColorModeBackground).
 		GraphMode(common.BigValueGraphModeNone).
-		TextMode(common.BigValueTextModeValue).
 		JustifyMode(common.BigValueJustifyModeCenter).
 		Orientation(common.VizOrientationAuto).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}).Values(false))
@@ -364,7 +371,7 @@ func failoverPanel() *timeseries.PanelBuilder {
 	failovers := sumRate(telemetry.LabelModel, telemetry.MetricRequests,
 		mRegionModel+`,`+telemetry.LabelOutcome+`="`+telemetry.OutcomeFailoverOK+`"`, rateWindow)
 	skips := sumRate(telemetry.LabelChannel, telemetry.MetricBreakerSkips, mAll, rateWindow)
-	return rateTimeseries(idFailovers, "Failovers and breaker skips", grid(0, 22, 12, 8),
+	return rateTimeseries(idFailovers, "Failovers and breaker skips", grid(0, 27, 12, 8),
 		"Failovers: requests answered successfully by a later chain entry after an earlier hop failed (outcome failover_ok), per model. "+
 			"Skips: hops not even attempted because the channel's breaker was open, per channel. "+
 			"Answers: is failover absorbing the incident (failovers up, errors to clients flat) and which channel is being routed around?",
@@ -375,7 +382,7 @@ func failoverPanel() *timeseries.PanelBuilder {
 
 func gatePanel() *timeseries.PanelBuilder {
 	expr := sumRate(telemetry.LabelDecision, telemetry.MetricGateDecisions, mAll, rateWindow)
-	return rateTimeseries(idGateDecisions, "Stream gate decisions", grid(12, 22, 12, 8),
+	return rateTimeseries(idGateDecisions, "Stream gate decisions", grid(12, 27, 12, 8),
 		"L3 stream gate outcome per streamed hop. commit_content is the healthy case. "+
 			"discard_error / discard_eof: a channel answered 200 and then failed inside the stream; the client never saw it, the next hop took over. "+
 			"commit_timeout: nothing decisive within the gate timeout, committed anyway (slow, not broken). "+
@@ -386,7 +393,7 @@ func gatePanel() *timeseries.PanelBuilder {
 
 func headerTimeoutPanel() *timeseries.PanelBuilder {
 	expr := sumRate(telemetry.LabelChannel, telemetry.MetricHeaderTimeouts, mAll, rateWindow)
-	return rateTimeseries(idHeaderTimeouts, "Header timeouts", grid(0, 30, 12, 8),
+	return rateTimeseries(idHeaderTimeouts, "Header timeouts", grid(0, 35, 12, 8),
 		"L4: hops that got no response headers within header_timeout (240 s default, per-model overrides), per channel. "+
 			"Each one cost the client the full timeout before failover. "+
 			"Answers: is a channel hanging rather than failing fast? If so, a shorter per-model header_timeout (or the chat profile) shortens the wait.",
@@ -397,7 +404,7 @@ func headerTimeoutPanel() *timeseries.PanelBuilder {
 func deadlinePanel() *timeseries.PanelBuilder {
 	exceeded := sumRate(telemetry.LabelModel, telemetry.MetricChainExceeded, mRegionModel, rateWindow)
 	degraded := sumRate(telemetry.LabelModel, telemetry.MetricDegradedReplies, mRegionModel, rateWindow)
-	return rateTimeseries(idDeadlines, "Chain deadline hits and degraded replies", grid(12, 30, 12, 8),
+	return rateTimeseries(idDeadlines, "Chain deadline hits and degraded replies", grid(12, 35, 12, 8),
 		"Chain deadline: requests whose whole chain did not commit an answer within chain_deadline (12 s in the chat profile), per model. "+
 			"Degraded replies: requests answered with the degraded reply (engine_overloaded 503 or the opt-in marked message), from a deadline or an exhausted chain. "+
 			"Anything above zero here is visible to clients: failover stopped being invisible.",
@@ -418,7 +425,7 @@ func latencyPanel(o Options) *timeseries.PanelBuilder {
 		Description("Duration of single hops (one attempt on one channel), per channel. "+
 			"Answers: is a channel slow before it fails (p99 climbing toward header_timeout), and did failover move traffic to a slower channel? "+
 			"The dots are exemplars: click one to open that request's trace in the trace data source and see its whole failover path.").
-		GridPos(grid(0, 39, 24, 9)).
+		GridPos(grid(0, 44, 24, 9)).
 		Datasource(promDS).
 		WithTarget(q("A", "0.50")).
 		WithTarget(q("B", "0.95")).
@@ -433,7 +440,7 @@ func latencyPanel(o Options) *timeseries.PanelBuilder {
 
 func requestsPanel() *timeseries.PanelBuilder {
 	expr := sumRate(telemetry.LabelOutcome, telemetry.MetricRequests, mRegionModel, rateWindow)
-	return rateTimeseries(idRequests, "Requests by outcome", grid(0, 48, 12, 8),
+	return rateTimeseries(idRequests, "Requests by outcome", grid(0, 53, 12, 8),
 		"Client requests per second by final outcome. "+
 			"Answers: what did clients actually get? ok and failover_ok are served; the rest reached the client as errors. "+
 			"Failovers rising while errors stay flat means the layers are doing their job.",
@@ -442,7 +449,7 @@ func requestsPanel() *timeseries.PanelBuilder {
 }
 
 func costPanel() *timeseries.PanelBuilder {
-	return usdPerHour(idCost, "Spend per channel (USD/hour)", grid(12, 48, 12, 8),
+	return usdPerHour(idCost, "Spend per channel (USD/hour)", grid(12, 53, 12, 8),
 		"Price × usage per channel, as an hourly rate. Chains are ordered cheapest first, so spend shifting "+
 			"from the usual first channel to a backup is the failover premium: what the incident costs while failover hides it. "+
 			"Answers: how much is the incident costing, and is it worth forcing traffic back (or paging the provider)?",
@@ -470,7 +477,7 @@ func usdPerHour(id uint32, title string, pos dashboard.GridPos, desc, metric str
 func earlyRequestsPanel() *timeseries.PanelBuilder {
 	reordered := sumRate(telemetry.LabelChannel, telemetry.MetricEarlyWarningReordered, mAll, rateWindow)
 	premium := sumRate(telemetry.LabelChannel, telemetry.MetricEarlyWarningPremiumRequests, mAll, rateWindow)
-	return rateTimeseries(idEarlyRequests, "Early warning: requests moved off demoted channels", grid(0, 56, 12, 8),
+	return rateTimeseries(idEarlyRequests, "Early warning: requests moved off demoted channels", grid(0, 61, 12, 8),
 		"Early warning (opt-in) demotes a channel whose latency or error rate turns bad before its breaker opens: the channel is tried last in its chains. "+
 			"Reordered: requests whose chain put the demoted channel (the legend's) last. At a premium: those a pricier channel then served. "+
 			"Answers: how much traffic is a demotion moving, and is it landing on pricier channels? Each request's trace carries an \"early warning demotion\" event with the evidence.",
@@ -480,7 +487,7 @@ func earlyRequestsPanel() *timeseries.PanelBuilder {
 }
 
 func earlyPremiumPanel() *timeseries.PanelBuilder {
-	return usdPerHour(idEarlyPremium, "Early warning: premium of demotions (USD/hour)", grid(12, 56, 12, 8),
+	return usdPerHour(idEarlyPremium, "Early warning: premium of demotions (USD/hour)", grid(12, 61, 12, 8),
 		"What requests served by a pricier channel because the legend's channel was demoted cost above that channel's price, as an hourly rate. "+
 			"A demotion that no breaker opening follows (a blue band alone on the timeline) is a false alarm, and this is its price; "+
 			"docs/early-warning.md shows what the defaults cost and save in replayed incidents.",
@@ -524,7 +531,7 @@ func budgetPanel() *stat.PanelBuilder {
 		Description("Share of the process's buffer budget (held stream-gate frames, bodies being classified, request bodies kept for replay) in use, worst instance per region. " +
 			"Near 100 % hops fail over with buffer_budget and request bodies are shed (503 engine_overloaded). " +
 			"Answers: is a broken upstream (an endless body) eating the memory every stream shares?").
-		GridPos(grid(0, 65, 6, 6)).
+		GridPos(grid(0, 70, 6, 6)).
 		Datasource(promDS).
 		WithTarget(query("A", expr, "{{"+telemetry.LabelRegion+"}}")).
 		Unit("percentunit").
@@ -543,7 +550,7 @@ func shedPanel() *timeseries.PanelBuilder {
 	shed := sumRate(telemetry.LabelShedReason, telemetry.MetricShed, mRegion, rateWindow)
 	inFlight := fmt.Sprintf("sum(%s{%s})", telemetry.MetricInFlight, mRegion)
 	streams := fmt.Sprintf("sum(%s{%s})", telemetry.MetricStreamsOpen, mRegion)
-	return rateTimeseries(idShed, "Shed requests, requests in flight, open streams", grid(6, 65, 18, 6),
+	return rateTimeseries(idShed, "Shed requests, requests in flight, open streams", grid(6, 70, 18, 6),
 		"Shed: new requests refused at once with 503 engine_overloaded and Retry-After, by reason (in_flight, streams, budget); "+
 			"/readyz says overloaded meanwhile, so the load balancer steers away. Committed streams are never cut to make room. "+
 			"In flight and streams: the counts the bounds apply to. Answers: is this instance shedding, and which bound is it at?",
@@ -556,7 +563,8 @@ func shedPanel() *timeseries.PanelBuilder {
 // Failover returns the failover board of DESIGN.md §6.
 //
 // Layout: a row per region (repeated) holding one breaker tile per channel
-// (repeated), then error rates and breaker history, then the failover
+// (repeated), then error rates and breaker history, then each channel's
+// rate-limit window (windows.go), then the failover
 // mechanics (skips, gate, header timeouts, deadlines), then latency with
 // exemplars, outcomes and cost, what early warning moved and cost, then overload.
 // Rows are expanded: their panels follow them
@@ -582,18 +590,20 @@ func FailoverWith(o Options) (dashboard.Dashboard, error) {
 		WithRow(dashboard.NewRowBuilder("Error rates").Id(idRowErrors).GridPos(grid(0, 5, 24, 1))).
 		WithPanel(errorRatePanel()).
 		WithPanel(breakerTimeline()).
-		WithRow(dashboard.NewRowBuilder("Failover").Id(idRowFailover).GridPos(grid(0, 21, 24, 1))).
+		WithRow(windowRow()).
+		WithPanel(windowTile()).
+		WithRow(dashboard.NewRowBuilder("Failover").Id(idRowFailover).GridPos(grid(0, 26, 24, 1))).
 		WithPanel(failoverPanel()).
 		WithPanel(gatePanel()).
 		WithPanel(headerTimeoutPanel()).
 		WithPanel(deadlinePanel()).
-		WithRow(dashboard.NewRowBuilder("Latency, outcomes and cost").Id(idRowLatency).GridPos(grid(0, 38, 24, 1))).
+		WithRow(dashboard.NewRowBuilder("Latency, outcomes and cost").Id(idRowLatency).GridPos(grid(0, 43, 24, 1))).
 		WithPanel(latencyPanel(o)).
 		WithPanel(requestsPanel()).
 		WithPanel(costPanel()).
 		WithPanel(earlyRequestsPanel()).
 		WithPanel(earlyPremiumPanel()).
-		WithRow(dashboard.NewRowBuilder("Overload").Id(idRowOverload).GridPos(grid(0, 64, 24, 1))).
+		WithRow(dashboard.NewRowBuilder("Overload").Id(idRowOverload).GridPos(grid(0, 69, 24, 1))).
 		WithPanel(budgetPanel()).
 		WithPanel(shedPanel()).
 		Build()

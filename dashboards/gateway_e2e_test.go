@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -102,11 +103,28 @@ func startScenario(t *testing.T) *scenario {
 	s.g = gwtest.Start(t, gwtest.Options{
 		Clock: clockwork.NewRealClock(), UpstreamClock: clockwork.NewRealClock(),
 		Logger: slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Wrap:   map[string]func(http.Handler) http.Handler{chMid: statesWindows},
 	}, scenarioYAML, chCheap, chMid, chDear, chSlow, chDrift)
 	if err := s.g.Ups[chDrift].SetFault(upstreamModel, "flap=1s/2s"); err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// midWindows are the rate-limit windows mid's answers state (the board's
+// window row): requests 60 % used, tokens 95 %.
+var midWindows = map[string]string{
+	"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "40", "x-ratelimit-reset-requests": "30s",
+	"x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "50", "x-ratelimit-reset-tokens": "1m0s",
+}
+
+func statesWindows(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range midWindows {
+			w.Header().Set(k, v)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // lane is one stream of client requests at a fixed pace.

@@ -23,10 +23,10 @@ func TestQueriesParseAsPromQL(t *testing.T) {
 	}
 	// 1 tile + 1 error rate + 1 timeline + 2 failover + 1 gate + 1 header
 	// timeout + 2 deadline + 3 latency + 1 outcome + 1 cost + 2 early-warning
-	// requests + 1 early-warning premium + 1 budget + 3 shed/admission = 21,
-	// + 3 variables.
-	if len(qs) != 24 {
-		t.Errorf("Queries found %d queries, want 24", len(qs))
+	// requests + 1 early-warning premium + 1 budget + 3 shed/admission + 1
+	// rate-limit window = 22, + 3 variables.
+	if len(qs) != 25 {
+		t.Errorf("Queries found %d queries, want 25", len(qs))
 	}
 	allowed := contractMetrics(t)
 	for _, q := range qs {
@@ -53,14 +53,27 @@ func TestQueriesParseAsPromQL(t *testing.T) {
 }
 
 // contractMetrics reads the Metric* constants of telemetry/names.go (the
-// contract file) plus the series a histogram adds.
+// contract file, and ratelimit.go for the rate-limit metrics of DESIGN
+// §16) plus the series a histogram adds.
 func contractMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../telemetry/names.go", nil, 0)
+	out := map[string]bool{}
+	for _, file := range []string{"../telemetry/names.go", "../telemetry/ratelimit.go"} {
+		contractFile(t, file, out)
+	}
+	if len(out) == 0 {
+		t.Fatal("no Metric* constants found in telemetry/names.go")
+	}
+	return out
+}
+
+// contractFile adds the Metric* constants of one telemetry file to out.
+func contractFile(t *testing.T, file string, out map[string]bool) {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
 	ast.Inspect(f, func(n ast.Node) bool {
 		vs, ok := n.(*ast.ValueSpec)
 		if !ok {
@@ -84,10 +97,6 @@ func contractMetrics(t *testing.T) map[string]bool {
 		}
 		return true
 	})
-	if len(out) == 0 {
-		t.Fatal("no Metric* constants found in telemetry/names.go")
-	}
-	return out
 }
 
 // Queries must see panels of collapsed rows and both variable query shapes,

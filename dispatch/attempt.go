@@ -137,7 +137,7 @@ func (a *attempt) run() (err *classify.HopError) {
 	if err != nil {
 		return err
 	}
-	c.e.windows.observe(a.ch.ID, resp.Header, c.e.clock.Now()) // every answer, failed ones too
+	c.e.observeWindows(a.ch, resp.Header, c.e.clock.Now()) // every answer, failed ones too
 	defer func() {
 		if err != errStreamOpen {
 			_ = resp.Body.Close()

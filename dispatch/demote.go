@@ -26,6 +26,7 @@ func WarningPolicy(ch *config.Channel) earlywarning.Policy {
 	p := earlywarning.Policy{
 		Baseline: ew.Baseline, Window: ew.Window, Multiple: ew.LatencyMultiple, For: ew.For,
 		MinSamples: ew.MinSamples, Cooldown: ew.Cooldown, Probation: ew.Probation,
+		RateLimit: ew.RateLimitUtilization,
 	}
 	if ch.Breaker.Mode == config.BreakerRate {
 		p.ErrorRate = ew.ErrorFraction * ch.Breaker.Threshold

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/earlywarning"
 	"github.com/hopgate/hopgate/internal/ratelimithdr"
 	"github.com/hopgate/hopgate/telemetry"
 )
@@ -18,14 +20,24 @@ type channelWindows struct {
 	by map[string]*ratelimithdr.Windows
 }
 
+// observeWindows records the windows of one answer of ch, and hands the
+// fullest of them to ch's early warning, which may demote ch until it
+// resets (policy.early_warning.ratelimit_utilization).
+func (e *Engine) observeWindows(ch *config.Channel, h http.Header, now time.Time) {
+	if full, ok := e.windows.observe(ch.ID, h, now); ok {
+		e.warnFor(ch).Window(full)
+	}
+}
+
 // observe records the windows of one answer of channel; an answer that
 // states none changes nothing (a provider that sends them on some answers
-// only keeps its last).
-func (cw *channelWindows) observe(channel string, h http.Header, now time.Time) {
+// only keeps its last). It returns the channel's fullest window not yet
+// reset, ok false when the answer stated none.
+func (cw *channelWindows) observe(channel string, h http.Header, now time.Time) (full earlywarning.Window, ok bool) {
 	var ws ratelimithdr.Windows
 	ratelimithdr.Parse(h, now, &ws)
 	if !ws.Any() {
-		return
+		return full, false
 	}
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
@@ -42,6 +54,12 @@ func (cw *channelWindows) observe(channel string, h http.Header, now time.Time) 
 			cur[k] = w
 		}
 	}
+	for k, w := range cur {
+		if u := w.Utilization(); w.Set && (w.ResetAt.IsZero() || now.Before(w.ResetAt)) && u >= full.Utilization {
+			full = earlywarning.Window{Kind: ratelimithdr.Kind(k).String(), Utilization: u, ResetAt: w.ResetAt}
+		}
+	}
+	return full, true
 }
 
 // WindowObservations are the channels' last stated windows, by channel

@@ -135,7 +135,7 @@ func TestQuickRun(t *testing.T) {
 		"## Failover paths", "## Memory per idle stream", "## Realtime sessions", "memory per idle session ≤ 1.2× the bare relay's", "## Trace export", "## Go micro-benchmarks",
 		"Over the bare proxy (the performance round's targets", "more RSS than the proxy per idle stream",
 		"`healthy_sample_ratio: 0.1` (completion-1KB)", "time to first token ≤ 300 µs over the proxy",
-		"What tracing costs", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy", "hopgate-sdkexport / proxy"} {
+		"What tracing costs", "## Tenant rate limits", "limited-redis / hopgate (req/s)", "In-process limiter:", "Redis limiter: p50", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy", "hopgate-sdkexport / proxy"} {
 		if !strings.Contains(string(b), section) {
 			t.Errorf("report lacks %q", section)
 		}

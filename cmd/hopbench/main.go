@@ -459,6 +459,9 @@ func (w *world) start() error {
 		w.variants = append(w.variants, target{name: "hopgate-" + v, url: "http://" + gw.addrs["main"] + "/v1/chat/completions",
 			header: baseHeader(), model: modelBench, pid: gw.pid(), admin: gw.addrs["admin"], pprof: gw.addrs["pprof"]})
 	}
+	if err := w.startLimited(append(w.gatewayEnv(), envOTLP+"=http://"+vAddr)); err != nil {
+		return err
+	}
 	for _, name := range w.o.peers {
 		p := startPeer(name, upAddr, w.o.log)
 		w.peers = append(w.peers, p)

@@ -261,9 +261,13 @@ func startGateway(ctx context.Context) (*gateway.Gateway, *telemetry.Telemetry, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cfg, err := config.Parse([]byte(gatewayYAML(os.Getenv(envUpstream), os.Getenv(envUpstreamH1), os.Getenv(envUpstreamH2), os.Getenv(envRealtime), adminPort)), func(k string) (string, bool) {
+	yml := gatewayYAML(os.Getenv(envUpstream), os.Getenv(envUpstreamH1), os.Getenv(envUpstreamH2), os.Getenv(envRealtime), adminPort) + limitsYAML(os.Getenv(envLimits))
+	cfg, err := config.Parse([]byte(yml), func(k string) (string, bool) {
 		if k == "BENCH_CHANNEL_KEY" {
 			return "sk-channel-bench", true
+		}
+		if k == envRedisURL {
+			return os.Getenv(envRedisURL), true
 		}
 		return "", false
 	})

@@ -43,6 +43,11 @@ func TestShortReplay(t *testing.T) {
 			t.Errorf("%s: %d false alarms with the defaults", n, s.FalseAlarms)
 		}
 	}
+	// The window filling (DESIGN §16): demoting before the 429 spares
+	// callers the 429 hops, with no demotion in a window that never filled.
+	if off, on := rows["window-fill/breakers only"], rows["window-fill/early warning"]; on.FailedHops >= off.FailedHops || on.Demotions == 0 || on.FalseAlarms != 0 {
+		t.Errorf("window-fill: early warning %+v against breakers only %+v: want fewer failed hops, demotions, no false alarm", on, off)
+	}
 	t.Logf("%d runs, %v of traffic, in %v", rep.Runs, rep.Virtual, rep.Elapsed)
 }
 

@@ -37,6 +37,7 @@ type oncallView struct {
 	TraceURL  bool
 	Threshold string // the 25 % line, as text
 	Overload  overloadTile
+	Windows   []windowRow // rate-limit windows per channel (windows.go)
 }
 
 // overloadTile is the overload protection at a glance (DESIGN.md §13): the
@@ -145,6 +146,7 @@ func (s *Server) oncall() oncallView {
 		row.Tiles = append(row.Tiles, s.tile(ch, now))
 	}
 	v.Rows = []tileRow{row}
+	v.Windows = s.windows(cfg, now)
 
 	for i, f := range s.Telemetry.Failovers.List() {
 		if i == failoversShown {

@@ -116,9 +116,10 @@ func (e EarlyWarning) String() string {
 	if !e.Enabled {
 		return "off"
 	}
-	return fmt.Sprintf("baseline=%s window=%s latency_multiple=%s for=%s error_fraction=%s min_samples=%d cooldown=%s probation=%s",
+	return fmt.Sprintf("baseline=%s window=%s latency_multiple=%s for=%s error_fraction=%s min_samples=%d cooldown=%s probation=%s ratelimit_utilization=%s",
 		dur(e.Baseline), dur(e.Window), strconv.FormatFloat(e.LatencyMultiple, 'f', -1, 64), dur(e.For),
-		strconv.FormatFloat(e.ErrorFraction, 'f', -1, 64), e.MinSamples, dur(e.Cooldown), dur(e.Probation))
+		strconv.FormatFloat(e.ErrorFraction, 'f', -1, 64), e.MinSamples, dur(e.Cooldown), dur(e.Probation),
+		strconv.FormatFloat(e.RateLimitUtilization, 'f', -1, 64))
 }
 
 // decimal writes micro-units as a decimal without trailing zeros: 0.3, 1.2, 0.

@@ -741,9 +741,12 @@ func TestEarlyWarningResolution(t *testing.T) {
 			"{early_warning: {enabled: true, window: 1m, latency_multiple: 4}}", "{enabled: false, min_samples: 50}",
 			with(func(e *EarlyWarning) { e.Window, e.LatencyMultiple, e.MinSamples = time.Minute, 4, 50 })},
 		{"every key", "each key reaches the resolved policy",
-			"", "{enabled: true, baseline: 20m, window: 45s, latency_multiple: 2.5, for: 0s, error_fraction: 0.3, min_samples: 7, cooldown: 90s, probation: 0s}",
+			"", "{enabled: true, baseline: 20m, window: 45s, latency_multiple: 2.5, for: 0s, error_fraction: 0.3, min_samples: 7, cooldown: 90s, probation: 0s, ratelimit_utilization: 0.8}",
 			EarlyWarning{Enabled: true, Baseline: 20 * time.Minute, Window: 45 * time.Second, LatencyMultiple: 2.5,
-				ErrorFraction: 0.3, MinSamples: 7, Cooldown: 90 * time.Second}},
+				ErrorFraction: 0.3, MinSamples: 7, Cooldown: 90 * time.Second, RateLimitUtilization: 0.8}},
+		{"ratelimit off", "ratelimit_utilization 0 turns the window signal off (DESIGN §16)",
+			"{early_warning: {enabled: true, ratelimit_utilization: 0}}", "",
+			with(func(e *EarlyWarning) { e.Enabled, e.RateLimitUtilization = true, 0 })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -775,6 +778,8 @@ func TestEarlyWarningErrors(t *testing.T) {
 			`latency_multiple in early_warning of channel "a" must be in (1, 100], not 1`},
 		{"error fraction above 1", skeleton("", "", "policy: {early_warning: {error_fraction: 1.5}}\n"), 7,
 			`error_fraction in early_warning in policy must be in (0, 1], not 1.5`},
+		{"ratelimit utilization above 1", skeleton("", "", "policy: {early_warning: {ratelimit_utilization: 90}}\n"), 7,
+			`ratelimit_utilization in early_warning in policy must be in [0, 1] (0: off), not 90`},
 		{"zero cooldown", skeleton(", early_warning: {cooldown: 0s}", "", ""), 3, `cooldown in early_warning of channel "a" must be greater than 0`},
 		{"window too long", skeleton(", early_warning: {window: 2h}", "", ""), 3, `window in early_warning of channel "a" must be at most 60m`},
 		{"baseline shorter than twice the window", skeleton(", early_warning: {window: 1m, baseline: 90s}", "", ""), 3,
@@ -796,7 +801,7 @@ func TestEarlyWarningInCheck(t *testing.T) {
 	if err := c.WriteChains(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := "early warning (demote, never skip):\n  a  baseline=10m window=30s latency_multiple=3 for=40s error_fraction=0.5 min_samples=5 cooldown=120s probation=120s\n"
+	want := "early warning (demote, never skip):\n  a  baseline=10m window=30s latency_multiple=3 for=40s error_fraction=0.5 min_samples=5 cooldown=120s probation=120s ratelimit_utilization=0.95\n"
 	if !strings.Contains(b.String(), want) {
 		t.Fatalf("check output lacks %q:\n%s", want, b.String())
 	}

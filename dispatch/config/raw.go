@@ -76,6 +76,7 @@ type rawEarlyWarning struct {
 	minSamples      val[int]
 	cooldown        val[time.Duration]
 	probation       val[time.Duration]
+	ratelimitUtil   val[float64]
 }
 
 type rawPolicy struct {
@@ -315,6 +316,13 @@ func (p *parser) earlyWarning(n *yaml.Node, ctx string) rawEarlyWarning {
 		},
 		"cooldown":  func(_, v *yaml.Node) { e.cooldown = bounded(v, "cooldown", 0, true) },
 		"probation": func(_, v *yaml.Node) { e.probation = bounded(v, "probation", 0, false) },
+		"ratelimit_utilization": func(_, v *yaml.Node) {
+			e.ratelimitUtil = p.number(v, in("ratelimit_utilization", ctx))
+			if f := e.ratelimitUtil; f.set && (f.v < 0 || f.v > 1) {
+				p.errorf(f.node, "%s must be in [0, 1] (0: off), not %v", in("ratelimit_utilization", ctx), f.v)
+				e.ratelimitUtil = val[float64]{}
+			}
+		},
 	})
 	return e
 }

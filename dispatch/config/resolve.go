@@ -92,6 +92,7 @@ const (
 	DefaultEarlyWarningMinSamples    = earlywarning.DefaultMinSamples
 	DefaultEarlyWarningCooldown      = earlywarning.DefaultCooldown
 	DefaultEarlyWarningProbation     = earlywarning.DefaultProbation
+	DefaultEarlyWarningRateLimit     = earlywarning.DefaultRateLimit
 )
 
 // DefaultEarlyWarning returns the built-in early-warning policy: every
@@ -106,6 +107,8 @@ func DefaultEarlyWarning() EarlyWarning {
 		MinSamples:      DefaultEarlyWarningMinSamples,
 		Cooldown:        DefaultEarlyWarningCooldown,
 		Probation:       DefaultEarlyWarningProbation,
+
+		RateLimitUtilization: DefaultEarlyWarningRateLimit,
 	}
 }
 
@@ -119,6 +122,7 @@ func (r *rawEarlyWarning) apply(e *EarlyWarning) {
 	set(&e.MinSamples, r.minSamples)
 	set(&e.Cooldown, r.cooldown)
 	set(&e.Probation, r.probation)
+	set(&e.RateLimitUtilization, r.ratelimitUtil)
 }
 
 // profileBreakerMode is the breaker mode a global profile implies.

@@ -173,6 +173,10 @@ type EarlyWarning struct {
 	// once, for twice as long).
 	Cooldown  time.Duration
 	Probation time.Duration
+	// RateLimitUtilization: a rate-limit window the channel states used at
+	// least this much demotes it until the window resets (DESIGN §16); 0
+	// is off.
+	RateLimitUtilization float64
 }
 
 // Model is a public model name and its chain.

@@ -65,6 +65,7 @@ type Detector struct {
 	baseFst  time.Duration // median time to first token of the baseline
 	baseFstN int
 	badSince time.Time // when the evidence was first seen without a break; zero: none now
+	window   Window    // the fullest rate-limit window last stated (ratelimit.go)
 
 	pending    []Transition
 	delivering bool
@@ -339,7 +340,11 @@ func (d *Detector) look() view {
 func (d *Detector) judge(now time.Time) view {
 	ev := d.evaluate(now)
 	v := view{state: d.state, until: d.until, reason: d.reason, detail: d.detail}
-	if d.state != Demoted && ev.bad && (d.state == Probation || now.Sub(d.badSince) >= d.policy.For) {
+	switch {
+	case d.state == Demoted:
+	case d.windowFull(now):
+		v.suspect, v.reason, v.detail = true, ReasonRateLimit, d.windowDetail(now)
+	case ev.bad && (d.state == Probation || now.Sub(d.badSince) >= d.policy.For):
 		v.suspect, v.reason, v.detail = true, ev.reason, ev.detail
 	}
 	return v
@@ -351,7 +356,14 @@ func (d *Detector) demote(reason, detail string) view {
 	d.mu.Lock()
 	now := d.clock.Now()
 	d.advance(now)
-	if d.state != Demoted {
+	switch {
+	case d.state == Demoted:
+	case reason == ReasonRateLimit:
+		// Until the window resets, whatever came before: a full window
+		// is the provider's statement, not a sign of a sick channel.
+		d.reason, d.detail = reason, detail
+		d.setState(Demoted, now, reason, d.windowUntil(now))
+	default:
 		if d.state == Probation && 1<<(d.backoff+1) <= MaxBackoff {
 			d.backoff++
 		}
@@ -368,7 +380,11 @@ func (d *Detector) demote(reason, detail string) view {
 // begins, dated when the cooldown ended) and of probation. d.mu is held.
 func (d *Detector) advance(now time.Time) {
 	if d.state == Demoted && !now.Before(d.until) {
-		d.setState(Probation, d.until, ReasonCooldownElapsed, d.until.Add(d.policy.Probation))
+		if d.reason == ReasonRateLimit {
+			d.setState(Normal, d.until, ReasonWindowReset, time.Time{})
+		} else {
+			d.setState(Probation, d.until, ReasonCooldownElapsed, d.until.Add(d.policy.Probation))
+		}
 	}
 	if d.state == Probation && !now.Before(d.until) {
 		d.backoff = 0
@@ -449,6 +465,8 @@ type Snapshot struct {
 	Hops       int    `json:"hops"`   // completed hops in the short window
 	Errors     int    `json:"errors"` // of which failed
 	InFlight   int    `json:"in_flight"`
+	// Window is the fullest rate-limit window last stated (zero: none).
+	Window Window `json:"ratelimit_window,omitzero"`
 }
 
 // Snapshot returns the state and the evidence as of now.
@@ -458,8 +476,13 @@ func (d *Detector) Snapshot() Snapshot {
 	d.advance(now)
 	ev := d.evaluate(now)
 	s := Snapshot{Name: d.name, State: d.state, Until: d.until, Reason: d.reason, Detail: d.detail,
-		Suspect: ev.bad, Header: ev.header, FirstToken: ev.first, Hops: ev.hops, Errors: ev.errors, InFlight: ev.inflight}
-	if d.state != Demoted && ev.bad {
+		Suspect: ev.bad, Header: ev.header, FirstToken: ev.first, Hops: ev.hops, Errors: ev.errors, InFlight: ev.inflight,
+		Window: d.window}
+	switch {
+	case d.state == Demoted:
+	case d.windowFull(now):
+		s.Suspect, s.Reason, s.Detail = true, ReasonRateLimit, d.windowDetail(now)
+	case ev.bad:
 		s.Reason, s.Detail = ev.reason, ev.detail
 	}
 	d.unlockAndNotify()

@@ -13,6 +13,7 @@ const (
 	DefaultMinSamples = 5
 	DefaultCooldown   = 2 * time.Minute
 	DefaultProbation  = 2 * time.Minute
+	DefaultRateLimit  = 0.95
 
 	// MaxBackoff bounds the cooldown of a channel demoted again during
 	// probation: each such demotion doubles it, up to this multiple.
@@ -51,6 +52,10 @@ type Policy struct {
 	// ErrorCount > 0: that many errors in the short window are evidence (a
 	// count breaker's failures × the configured fraction, rounded up).
 	ErrorCount int
+	// RateLimit > 0: a rate-limit window the channel stated used at least
+	// this much (DESIGN §16; ratelimit.go) is evidence at once, and the
+	// demotion lasts until the window resets.
+	RateLimit float64
 }
 
 // WithDefaults returns p with every unset field replaced by its default.
@@ -85,6 +90,10 @@ func (p Policy) WithDefaults() Policy {
 	if p.ErrorCount < 0 {
 		p.ErrorCount = 0
 	}
+	if !(p.RateLimit > 0) {
+		p.RateLimit = 0
+	}
+	p.RateLimit = min(p.RateLimit, 1)
 	return p
 }
 

@@ -43,12 +43,14 @@ const (
 )
 
 // Reasons carried by Transition.Reason and the demotion span event
-// (hopgate.early_warning.reason); the first three name the evidence of a
+// (hopgate.early_warning.reason); the first four name the evidence of a
 // demotion and are the reason label of hopgate_early_warning_demotions_total.
 const (
 	ReasonHeaderLatency   = "header_latency" // median header latency above Multiple × baseline
 	ReasonFirstToken      = "first_token"    // median time to first token above Multiple × baseline
 	ReasonErrorRate       = "error_rate"     // error rate past its fraction of the breaker's threshold
+	ReasonRateLimit       = "ratelimit"      // a stated rate-limit window past Policy.RateLimit (ratelimit.go)
+	ReasonWindowReset     = "window_reset"   // the window a ratelimit demotion waited for has reset
 	ReasonCooldownElapsed = "cooldown_elapsed"
 	ReasonProbationPassed = "probation_passed"
 )

@@ -58,6 +58,7 @@ func (r *Report) reasoning(b *bytes.Buffer) {
 	w("- **`baseline: 10m`** is not swept: it must hold enough healthy history that an incident does not become its own baseline (windows judged bad are kept out of it) " +
 		"and short enough to follow a provider's daily drift.\n\n")
 
+	r.windowTable(b)
 	w("## Limits\n\n")
 	w("- One seed, one traffic level (2 requests per second), a two-entry chain whose fallback never misbehaves. " +
 		"The guard against demoting when every channel of a chain is slow is not exercised here (the fallback gets no traffic to compare); the detector's unit and property tests cover it.\n")

@@ -74,6 +74,9 @@ type Result struct {
 	Records   []Record
 	Openings  []Event // breaker transitions to open
 	Demotions []Event
+	// FullWindows are the cheap provider's rate-limit windows (minutes
+	// since the incident began) in which it answered 429 (window-fill).
+	FullWindows map[int64]bool
 }
 
 const replayConfig = `
@@ -107,8 +110,8 @@ func earlyWarningYAML(e *config.EarlyWarning) string {
 	if e == nil {
 		return "{enabled: false}"
 	}
-	return fmt.Sprintf("{enabled: true, baseline: %s, window: %s, latency_multiple: %g, for: %s, error_fraction: %g, min_samples: %d, cooldown: %s, probation: %s}",
-		e.Baseline, e.Window, e.LatencyMultiple, e.For, e.ErrorFraction, e.MinSamples, e.Cooldown, e.Probation)
+	return fmt.Sprintf("{enabled: true, baseline: %s, window: %s, latency_multiple: %g, for: %s, error_fraction: %g, min_samples: %d, cooldown: %s, probation: %s, ratelimit_utilization: %g}",
+		e.Baseline, e.Window, e.LatencyMultiple, e.For, e.ErrorFraction, e.MinSamples, e.Cooldown, e.Probation, e.RateLimitUtilization)
 }
 
 // Run plays one scenario. It sets GOMAXPROCS to 1 while it runs (see the
@@ -213,6 +216,7 @@ func Run(o Options) (*Result, error) {
 	tr.CloseIdleConnections()
 	_ = tel.Shutdown(context.Background())
 	sort.Slice(res.Records, func(i, j int) bool { return res.Records[i].At < res.Records[j].At })
+	res.FullWindows = sc.full
 	return res, nil
 }
 
@@ -240,6 +244,10 @@ func (s *shaper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		at = time.Duration(float64(at) / s.scale)
 	}
 	fault := s.script.fault(s.channel, at)
+	if st := s.script.stated; s.channel == Cheap && st.set {
+		st.header(w.Header(), s.scale)
+		s.script.stated = windowState{}
+	}
 	s.mu.Unlock()
 	body = bytes.Replace(body, modelField, []byte(`"model":"gpt|`+fault+`"`), 1)
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))

@@ -44,6 +44,10 @@ type script struct {
 	// quota window of the rate-limit scenario
 	window     int64
 	windowUsed int
+	// the window-fill scenario (window.go): the window the cheap
+	// provider states on this hop's answer, and the windows it refused in
+	stated windowState
+	full   map[int64]bool
 }
 
 func newScript(sc Scenario, seed uint64) *script {
@@ -127,6 +131,7 @@ var Scenarios = []Scenario{
 			return s.normal(Cheap, math.Exp(0.8*s.rng.NormFloat64()))
 		},
 	},
+	windowFill,
 	{
 		Name:  "rate-limit",
 		Title: "a rate-limit window filling up",

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hopgate/hopgate/dispatch/earlywarning"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -86,7 +87,14 @@ func Summarize(r *Result, counterfactual *Result) Summary {
 			// is wrong then.
 		}
 		s.Demotions++
-		if opened(r, d) || counterfactual != nil && opened(counterfactual, d) {
+		if d.Reason == earlywarning.ReasonRateLimit {
+			// A window demotion is warranted when that window filled:
+			// the provider refused in it, in this run or without early
+			// warning (where the demoted requests would have used it).
+			if w := int64(d.At / r.windowLength()); r.FullWindows[w] || counterfactual != nil && counterfactual.FullWindows[w] {
+				continue
+			}
+		} else if opened(r, d) || counterfactual != nil && opened(counterfactual, d) {
 			continue
 		}
 		s.FalseAlarms++
@@ -116,4 +124,13 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	}
 	i := int(q*float64(len(sorted)-1) + 0.5)
 	return sorted[min(i, len(sorted)-1)]
+}
+
+// windowLength is a provider window of the window-fill scenario in the
+// run's virtual time (the short mode shortens it with the scenario).
+func (r *Result) windowLength() time.Duration {
+	if sc := r.Options.Scale; sc > 0 && sc != 1 {
+		return time.Duration(float64(time.Minute) * sc)
+	}
+	return time.Minute
 }
