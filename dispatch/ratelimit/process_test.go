@@ -1,22 +1,17 @@
 package ratelimit_test
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
-	"github.com/hopgate/hopgate/internal/testkit"
+	"github.com/hopgate/hopgate/internal/testkit/hopproc"
 	"github.com/hopgate/hopgate/internal/testkit/redistest"
 )
 
@@ -25,54 +20,19 @@ import (
 // in-process versions of these tests live in dispatch/gateway; these
 // prove the same of the binary operators run.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// hopgateBinary builds cmd/hopgate once per test binary.
-func hopgateBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: builds and runs the hopgate binary")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hopgate-ratelimit-e2e-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "hopgate")
-		if out, err := exec.Command("go", "build", "-o", binPath, "github.com/hopgate/hopgate/cmd/hopgate").CombinedOutput(); err != nil {
-			buildErr = errors.New(err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build hopgate: %v", buildErr)
-	}
-	return binPath
-}
-
 // replica is one running `hopgate serve`.
-type replica struct {
-	addr, admin string
-	logs        *testkit.SyncBuffer
-	done        chan struct{}
-}
+type replica struct{ *hopproc.Proc }
 
-// client is the test's one HTTP client; its idle connections are closed
-// at the end of each test (goleak).
+// client is the test's HTTP client; its idle connections are closed at the
+// end of each test (goleak).
 var client = &http.Client{Transport: &http.Transport{}, Timeout: 30 * time.Second}
 
 // startReplica runs `hopgate serve` with tenant team-a limited to rpm
 // requests a minute in the Redis at url, until the test ends.
 func startReplica(t *testing.T, url, upstreamURL, onErr string, rpm int) *replica {
 	t.Helper()
-	bin := hopgateBinary(t)
-	r := &replica{addr: testkit.LoopbackAddr(t), admin: testkit.LoopbackAddr(t), logs: &testkit.SyncBuffer{}, done: make(chan struct{})}
-	yml := fmt.Sprintf(`listen: %q
-admin_listen: %q
+	yml := fmt.Sprintf(`listen: "{{listen}}"
+admin_listen: "{{admin}}"
 auth:
   keys:
     - {id: team-a, sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}
@@ -87,52 +47,15 @@ rate_limits:
   on_store_error: %s
   tenants:
     - {tenant: team-a, rpm: %d}
-`, r.addr, r.admin, upstreamURL+"/v1", onErr, rpm)
-	path := filepath.Join(t.TempDir(), "hopgate.yaml")
-	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "serve", "--config", path)
-	cmd.Env = append(os.Environ(), "HOPGATE_TEST_REDIS="+url)
-	cmd.Stderr = r.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var werr error
-	go func() { werr = cmd.Wait(); close(r.done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-r.done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-r.done
-		}
-		client.CloseIdleConnections()
-	})
-	testkit.Poll{Every: 20 * time.Millisecond}.EventuallyNil(t, func() error {
-		select {
-		case <-r.done:
-			return fmt.Errorf("hopgate exited: %v\n%s", werr, r.logs.String())
-		default:
-		}
-		resp, err := client.Get("http://" + r.admin + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return errors.New(resp.Status)
-		}
-		return nil
-	}, "hopgate ready")
-	return r
+`, upstreamURL+"/v1", onErr, rpm)
+	t.Cleanup(client.CloseIdleConnections)
+	return &replica{hopproc.Start(t, yml, "HOPGATE_TEST_REDIS="+url)}
 }
 
 // post sends one chat request as team-a and returns the status and body.
 func (r *replica) post(t *testing.T) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+r.addr+"/v1/chat/completions",
+	req, _ := http.NewRequest(http.MethodPost, "http://"+r.Addr+"/v1/chat/completions",
 		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Authorization", "Bearer test")
 	resp, err := client.Do(req)
@@ -146,7 +69,7 @@ func (r *replica) post(t *testing.T) (int, string) {
 
 func (r *replica) metrics(t *testing.T) string {
 	t.Helper()
-	resp, err := client.Get("http://" + r.admin + "/metrics")
+	resp, err := client.Get("http://" + r.Admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +166,7 @@ func TestProcessesSurviveRedisRestartAndLoss(t *testing.T) {
 		if m := r.metrics(t); !strings.Contains(m, `hopgate_ratelimit_store_errors_total{decision="allow"`) {
 			t.Errorf("replica %d counted no store error", i)
 		}
-		if !strings.Contains(r.logs.String(), "rate limits: the counter store failed") {
+		if !strings.Contains(r.Logs.String(), "rate limits: the counter store failed") {
 			t.Errorf("replica %d logged no store failure", i)
 		}
 	}

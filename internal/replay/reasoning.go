@@ -64,5 +64,9 @@ func (r *Report) reasoning(b *bytes.Buffer) {
 		"The guard against demoting when every channel of a chain is slow is not exercised here (the fallback gets no traffic to compare); the detector's unit and property tests cover it.\n")
 	w("- The false-alarm count follows the issue's definition literally. In ramp-then-failure the first demotion comes minutes before any breaker would open — longer than its cooldown — " +
 		"so it counts as a false alarm although the incident is real.\n")
+	w("- window-fill has one window kind (requests), fixed one-minute windows and a provider that states its window on every answer, 429s included. " +
+		"A provider that states a window only on some answers keeps its last stated one until it resets; one whose window slides reads fuller than a fixed one near its end, " +
+		"so the same threshold demotes it a little earlier. The gateway's own traffic is about a tenth of what fills the window here, so the window moves by about 11 requests between two of its answers; " +
+		"where the gateway's share is larger the window moves less between them, and a threshold closer to 1 still sees it before it is full.\n")
 	w("- Early warning moves traffic, it never refuses it: a demoted channel still serves when the others fail, and when it is the last healthy channel of a chain it keeps its place.\n")
 }
