@@ -117,6 +117,9 @@ func (a *attempt) passthrough(resp *http.Response) *classify.HopError {
 	c.rw.writeHead(head{status: resp.StatusCode, contentType: headerContentType(resp.Header), length: resp.ContentLength}, &g)
 	c.dropBody()
 	_ = c.rw.flush()
+	// Charged the same however much of it goes out (no usage comes with
+	// a binary body): marked before its first byte (delivery.go).
+	c.rw.delivering(c.req.Delivering, gate.Usage{})
 
 	var body io.Reader = resp.Body
 	if d := a.m.Policy.StreamIdleTimeout; d > 0 {
