@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -118,6 +117,9 @@ func (a *attempt) passthrough(resp *http.Response) *classify.HopError {
 	c.rw.writeHead(head{status: resp.StatusCode, contentType: headerContentType(resp.Header), length: resp.ContentLength}, &g)
 	c.dropBody()
 	_ = c.rw.flush()
+	// Charged the same however much of it goes out (no usage comes with
+	// a binary body): marked before its first byte (delivery.go).
+	c.rw.delivering(c.req.Delivering, gate.Usage{})
 
 	var body io.Reader = resp.Body
 	if d := a.m.Policy.StreamIdleTimeout; d > 0 {
@@ -216,11 +218,10 @@ func readChunks(r io.Reader, first []byte, limit int64, hold *overload.Hold, kee
 	var chunks []*[]byte
 	defer func() {
 		for _, c := range chunks {
-			*c = (*c)[:0]
-			chunkPool.Put(c)
+			putChunk(c)
 		}
 		if hold != nil {
-			hold.Shrink(int64(len(chunks)) * chunkSize) // given back to the pool
+			hold.Shrink(int64(len(chunks)) * chunkSize) // given back (chunkpool.go)
 		}
 	}()
 	total := int64(len(first))
@@ -248,7 +249,7 @@ func readChunks(r io.Reader, first []byte, limit int64, hold *overload.Hold, kee
 			if hold != nil && !hold.Grow(chunkSize) {
 				return nil, errBudget
 			}
-			chunks = append(chunks, chunkPool.Get().(*[]byte))
+			chunks = append(chunks, getChunk())
 		}
 		c := chunks[len(chunks)-1]
 		end := min(int64(len(*c))+limit+1-total, chunkSize)
@@ -266,14 +267,6 @@ func readChunks(r io.Reader, first []byte, limit int64, hold *overload.Hold, kee
 		}
 	}
 }
-
-// chunkSize is the unit a long body is read in.
-const chunkSize = 64 << 10
-
-var chunkPool = sync.Pool{New: func() any {
-	b := make([]byte, 0, chunkSize)
-	return &b
-}}
 
 // maxPresize bounds the buffer allocated up front from a declared length:
 // a lying Content-Length costs at most this much before bytes arrive.

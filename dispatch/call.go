@@ -408,6 +408,7 @@ func (a *attempt) finish(err *classify.HopError) *classify.HopError {
 		a.c.afterCut(a.m, a.entry, a.why, a.codec)
 	}
 	if err != nil && err.Kind == classify.KindShutdown {
+		a.c.rw.deliveringCut(a.c.req.Delivering, a.c.usage) // the error frame is the last write
 		a.c.rw.interrupt(shutdownFrame(a.c.req, a.c.requestID))
 	}
 	return err
@@ -424,6 +425,7 @@ func (c *call) afterCut(m *config.Model, entry config.Entry, why string, k codec
 		c.rw.outcome = OutcomeFailoverOK
 		return
 	}
+	c.rw.deliveringCut(c.req.Delivering, c.usage) // the error frame is the last write
 	c.rw.interrupt(cutFrame(c.req, c.requestID, k, "channel "+entry.Channel.ID+": "+why+"; the answer above is incomplete"))
 }
 

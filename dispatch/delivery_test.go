@@ -7,6 +7,7 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/translate"
 )
 
 // Why: the delivery rule (docs/tenants.md): a charge is final only once
@@ -15,8 +16,8 @@ import (
 // the charge will be made of: for a buffered body before any of it is
 // written (and the body is flushed before Serve returns, so the charge
 // made after it follows the hand-over); for a stream before its closing
-// frame. A stream that does not complete never calls it: there is no
-// last byte of a complete answer to be in doubt about.
+// frame; for a stream cut after commit before its in-band error frame
+// (the cut stream's last write, charged for what it delivered).
 func TestDeliveringRunsOnceBeforeTheLastWrite(t *testing.T) {
 	for _, tc := range []struct {
 		name, model, body string
@@ -29,16 +30,18 @@ func TestDeliveringRunsOnceBeforeTheLastWrite(t *testing.T) {
 			func(w string) bool { return strings.Contains(w, "tok") && !strings.Contains(w, "[DONE]") }},
 		{"stream without [DONE] upstream", "m|tokens=6|no-done", `{"model":"m","stream":true,` + prompt + `}`, true,
 			func(w string) bool { return strings.Contains(w, "tok") && !strings.Contains(w, "[DONE]") }},
-		{"stream cut after commit", "m|cut=3", `{"model":"m","stream":true,` + prompt + `}`, false, nil},
+		{"stream cut after commit", "m|cut=3", `{"model":"m","stream":true,` + prompt + `}`, true,
+			func(w string) bool { return strings.Contains(w, "tok") && !strings.Contains(w, `"error"`) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
 			var written string
 			var usage dispatch.Usage
+			var delivered dispatch.Delivered
 			res, rec, _, _ := serveWith(t, config.OpChat, tc.model, tc.body, func(req *dispatch.Request, rec *httptest.ResponseRecorder) {
-				req.Delivering = func(u dispatch.Usage, _ dispatch.Delivered) {
+				req.Delivering = func(u dispatch.Usage, d dispatch.Delivered) {
 					calls++
-					written, usage = rec.Body.String(), u
+					written, usage, delivered = rec.Body.String(), u, d
 				}
 			})
 			if !tc.called {
@@ -56,8 +59,51 @@ func TestDeliveringRunsOnceBeforeTheLastWrite(t *testing.T) {
 			if !rec.Flushed {
 				t.Fatal("the answer was not flushed before Serve returned")
 			}
+			if tc.name == "stream cut after commit" {
+				if usage.Present || delivered != res.Delivered || delivered.TextBytes == 0 ||
+					!strings.Contains(rec.Body.String(), translate.CodeStreamInterrupted) {
+					t.Fatalf("Delivering saw %+v %+v, the Result has %+v %+v (a cut stream is charged for what it delivered)",
+						usage, delivered, res.Usage, res.Delivered)
+				}
+				return
+			}
 			if usage != res.Usage || !usage.Present {
 				t.Fatalf("Delivering saw usage %+v, the Result has %+v", usage, res.Usage)
+			}
+		})
+	}
+}
+
+// Why: a binary body (audio) cannot tell its last write from the others
+// (its end is seen after its last bytes went out), and it is charged the
+// same however much of it went out (no usage comes with it): the hook
+// runs before its first byte, so a kill anywhere in the body leaves the
+// charge in doubt, not silently released — complete or cut alike.
+func TestDeliveringBeforeABinaryBody(t *testing.T) {
+	const speech = `{"model":"m","input":"Hello there","voice":"alloy"}`
+	for _, tc := range []struct{ name, model string }{
+		{"complete", "tts"},
+		{"cut", "tts|short-body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			var written string
+			var usage dispatch.Usage
+			var delivered dispatch.Delivered
+			res, rec, _, _ := serveWith(t, config.OpAudioSpeech, tc.model, speech, func(req *dispatch.Request, rec *httptest.ResponseRecorder) {
+				req.Delivering = func(u dispatch.Usage, d dispatch.Delivered) {
+					calls++
+					written, usage, delivered = rec.Body.String(), u, d
+				}
+			})
+			if calls != 1 || written != "" || rec.Body.Len() == 0 {
+				t.Fatalf("Delivering called %d times, with %q written (of %d bytes); want once, before the body", calls, written, rec.Body.Len())
+			}
+			if usage != res.Usage || delivered != res.Delivered || usage.Present {
+				t.Fatalf("Delivering saw %+v %+v, the Result has %+v %+v", usage, delivered, res.Usage, res.Delivered)
+			}
+			if cut := res.Outcome == dispatch.OutcomeInterrupted; cut != (tc.name == "cut") {
+				t.Fatalf("outcome %s for the %s body", res.Outcome, tc.name)
 			}
 		})
 	}

@@ -290,10 +290,11 @@ type Request struct {
 	// through the wrapper, so the server span's byte count stays exact.
 	Flusher http.ResponseWriter
 	// Delivering, if set, is called once, just before the last write of an
-	// answer that completed (a buffered body, a stream's closing frame),
-	// with its usage and what it delivered so far: the charge is final
-	// only after that write (delivery.go). It runs on the request's
-	// goroutine and delays the last write by its duration.
+	// answer (a buffered body, a stream's closing frame, the in-band error
+	// frame of a stream cut after commit; before the first byte of a
+	// binary body), with its usage and what it delivered so far: the
+	// charge is final only after that write (delivery.go). It runs on the
+	// request's goroutine and delays the last write by its duration.
 	Delivering func(Usage, Delivered)
 }
 

@@ -44,7 +44,7 @@ models:
     chain:
       - {channel: a, upstream_model: "`+model+`", price: {input: 1, output: 2}}
       - {channel: b, upstream_model: "ok", price: {input: 3, output: 4}}
-    operations: [chat, completions, responses]
+    operations: [chat, completions, responses, audio_speech]
 `), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +63,8 @@ models:
 		req.Path = "/chat/completions"
 	case config.OpResponses:
 		req.Events = dispatch.ResponsesEvents
+	case config.OpAudioSpeech:
+		req.Path, req.Binary = "/audio/speech", true
 	}
 	rec := httptest.NewRecorder()
 	if with != nil {

@@ -27,7 +27,7 @@
 // wallet in a SQLite store, and after the drain the books are checked
 // (wallet.go): the ledger and the balance agree, nothing stays reserved,
 // no request is charged twice, none the client saw fail is charged, and
-// every complete answer is.
+// every complete answer is, or is an in-doubt row (the delivery rule).
 //
 // Requests hopgate sheds (503 engine_overloaded with Retry-After and
 // X-Hopgate-Shed) are a legitimate outcome: counted by reason, each

@@ -18,7 +18,9 @@ import (
 // the gateway reserves and charges each one against a prepaid wallet in
 // a SQLite store, and the books are checked after the drain (issue 35):
 // the ledger and the balance agree, nothing stays reserved, no request
-// the client saw fail was charged, and every complete answer was.
+// the client saw fail was charged, and every complete answer was — or is
+// an in-doubt row (the delivery rule, docs/tenants.md: a delivering hold
+// that expired; the only way an answer may go uncharged).
 const (
 	walletTenant = "soak"
 	walletKey    = "hg-soak-wallet-key"
@@ -101,6 +103,40 @@ func (w *soakWallet) checkBooks(ctx context.Context, rep *Report, results []resu
 		rep.violate("wallet", "ledger: %v", err)
 		return
 	}
+	doubts, err := st.InDoubtCharges(ctx, walletTenant)
+	if err != nil {
+		rep.violate("wallet", "in-doubt charges: %v", err)
+		return
+	}
+	bookCheck(rep, results, led, doubts)
+	rep.Wallet.Balance, rep.Wallet.Reserved = tn.BalanceMicros, tn.ReservedMicros
+	if tn.ReservedMicros != 0 {
+		rep.violate("wallet", "%d micro-units still reserved after the drain", tn.ReservedMicros)
+	}
+	if topUps, charges := ledgerSums(led); tn.BalanceMicros != topUps+charges {
+		rep.violate("wallet", "balance %d, but top-ups %d and charges %d", tn.BalanceMicros, topUps, charges)
+	}
+}
+
+// ledgerSums is the ledger's top-ups and charges (negative), the rows the
+// balance is made of.
+func ledgerSums(led []store.LedgerEntry) (topUps, charges int64) {
+	for _, row := range led {
+		switch row.Kind {
+		case store.KindTopUp:
+			topUps += row.AmountMicros
+		case store.KindCharge:
+			charges += row.AmountMicros
+		}
+	}
+	return topUps, charges
+}
+
+// bookCheck checks the ledger's charges and the in-doubt rows against
+// what the clients saw: no request charged twice, none charged that no
+// client sent or whose client got an error, none both charged and in
+// doubt, and every complete answer charged or in doubt.
+func bookCheck(rep *Report, results []result, led []store.LedgerEntry, doubts []store.InDoubt) {
 	byID := make(map[string]result, len(results))
 	for _, r := range results {
 		if r.id != "" {
@@ -108,17 +144,10 @@ func (w *soakWallet) checkBooks(ctx context.Context, rep *Report, results []resu
 		}
 	}
 	charged := map[string]bool{}
-	var topUps, charges int64
 	for _, row := range led {
-		switch row.Kind {
-		case store.KindTopUp:
-			topUps += row.AmountMicros
-			continue
-		case store.KindCharge:
-		default:
+		if row.Kind != store.KindCharge {
 			continue
 		}
-		charges += row.AmountMicros
 		rep.Wallet.Charges++
 		if row.Estimated {
 			rep.Wallet.Estimated++
@@ -138,19 +167,31 @@ func (w *soakWallet) checkBooks(ctx context.Context, rep *Report, results []resu
 			rep.violate("wallet", "request %s charged %d, but its client got %d (%s)", r.id, row.AmountMicros, r.status, r.path)
 		}
 	}
+	inDoubt := map[string]bool{}
+	for _, d := range doubts {
+		rep.Wallet.InDoubt++
+		id, _, _ := strings.Cut(d.RequestID, "-")
+		r, ok := byID[id]
+		switch {
+		case charged[id]:
+			rep.violate("wallet", "request %s is both charged and in doubt", d.RequestID)
+		case !ok:
+			rep.violate("wallet", "in-doubt charge %d for request %s, which no client sent", d.AmountMicros, d.RequestID)
+		case r.status != http.StatusOK:
+			// Marked delivering only once an answer was written.
+			rep.violate("wallet", "request %s in doubt, but its client got %d (%s)", r.id, r.status, r.path)
+		}
+		inDoubt[id] = true
+	}
 	for _, r := range results {
 		complete := r.status == http.StatusOK && !r.left && (r.outcome == "ok" || r.outcome == "failover_ok")
-		if complete && !charged[r.id] {
-			rep.Wallet.Uncharged++
-			rep.violate("wallet", "request %s delivered a complete answer (%s) and was never charged", r.id, r.path)
+		if !complete || charged[r.id] {
+			continue
 		}
-	}
-	rep.Wallet.Balance, rep.Wallet.Reserved = tn.BalanceMicros, tn.ReservedMicros
-	if tn.BalanceMicros != topUps+charges {
-		rep.violate("wallet", "balance %d, but top-ups %d and charges %d", tn.BalanceMicros, topUps, charges)
-	}
-	if tn.ReservedMicros != 0 {
-		rep.violate("wallet", "%d micro-units still reserved after the drain", tn.ReservedMicros)
+		rep.Wallet.Uncharged++
+		if !inDoubt[r.id] {
+			rep.violate("wallet", "request %s delivered a complete answer (%s) and is neither charged nor in doubt", r.id, r.path)
+		}
 	}
 }
 
@@ -158,7 +199,8 @@ func (w *soakWallet) checkBooks(ctx context.Context, rep *Report, results []resu
 type WalletReport struct {
 	Charges   int   `json:"charges"`
 	Estimated int   `json:"estimated_charges"`
-	Uncharged int   `json:"complete_answers_uncharged"`
+	Uncharged int   `json:"complete_answers_uncharged"` // each must be in doubt
+	InDoubt   int   `json:"in_doubt"`
 	Balance   int64 `json:"balance_micros"`
 	Reserved  int64 `json:"reserved_micros"`
 }
@@ -166,8 +208,8 @@ type WalletReport struct {
 // text is the report's wallet line.
 func (w *WalletReport) text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "wallet: %d charges (%d estimated for cut streams), %d complete answers uncharged; balance %d, reserved %d micro-units after the drain\n",
-		w.Charges, w.Estimated, w.Uncharged, w.Balance, w.Reserved)
+	fmt.Fprintf(&b, "wallet: %d charges (%d estimated for cut streams), %d in doubt, %d complete answers uncharged (each must be in doubt); balance %d, reserved %d micro-units after the drain\n",
+		w.Charges, w.Estimated, w.InDoubt, w.Uncharged, w.Balance, w.Reserved)
 	return b.String()
 }
 

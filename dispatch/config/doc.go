@@ -129,7 +129,7 @@
 //	                                                    non-streaming answers being classified, request
 //	                                                    bodies kept for replay); 0: budget_fraction of
 //	                                                    GOMEMLIMIT when it is set, else 256 MiB
-//	budget_fraction     number in (0,1]  default 0.5    share of GOMEMLIMIT the budget takes
+//	budget_fraction     number in (0,1]  default 0.25   share of GOMEMLIMIT the budget takes
 //	max_in_flight       int ≥ 0          default 0      requests in flight; 0: twice the derived stream
 //	                                                    bound, budget / 48 KiB (at least 128)
 //	max_streams         int ≥ 0          default 0      streaming requests; 0: budget / 96 KiB (at least 64)

@@ -13,7 +13,7 @@ type Overload struct {
 	// BudgetBytes is the buffer budget (0: BudgetFraction of GOMEMLIMIT
 	// when it is set, else 256 MiB).
 	BudgetBytes    int64
-	BudgetFraction float64 // default overload.DefaultBudgetFraction, 0.5
+	BudgetFraction float64 // default overload.DefaultBudgetFraction, 0.25
 	// MaxInFlight and MaxStreams bound requests in flight and streaming
 	// requests (0: derived from the budget).
 	MaxInFlight, MaxStreams int64

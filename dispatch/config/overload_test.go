@@ -5,12 +5,12 @@ import (
 )
 
 // The overload block's defaults are what docs/config.md promises: budget
-// derived from GOMEMLIMIT at half, bounds derived, 16 MiB per buffered
+// derived from GOMEMLIMIT at a quarter, bounds derived, 16 MiB per buffered
 // answer and 64 MiB for embeddings and images (their answers legitimately
 // reach tens of MiB).
 func TestOverloadDefaults(t *testing.T) {
 	o := mustParse(t, string(skeleton("", "", "")), env()).Overload
-	if o.BudgetBytes != 0 || o.BudgetFraction != 0.5 || o.MaxInFlight != 0 || o.MaxStreams != 0 {
+	if o.BudgetBytes != 0 || o.BudgetFraction != 0.25 || o.MaxInFlight != 0 || o.MaxStreams != 0 {
 		t.Errorf("overload defaults = %+v", o)
 	}
 	for _, op := range operations {

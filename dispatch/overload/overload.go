@@ -32,10 +32,17 @@ import (
 // Defaults.
 const (
 	// DefaultBudgetFraction of GOMEMLIMIT is the budget when GOMEMLIMIT is
-	// set (the Kubernetes manifest sets it from the container limit): the
-	// rest is the Go heap's own overhead, goroutine stacks, connection
-	// buffers and the telemetry pipeline.
-	DefaultBudgetFraction = 0.5
+	// set (the Kubernetes manifest sets it from the container limit). It is
+	// derived from what the heap needs, not from what is left: the budget's
+	// bytes are live while held, and the collector (GOGC=100) lets the
+	// heap grow to about twice what is live before it collects, so a full
+	// budget of B costs about 2B of heap; the rest of the live heap
+	// (goroutine stacks, connection and frame buffers, the telemetry
+	// pipeline) doubles the same way. At half the limit a full budget put
+	// the runtime at its soft limit, where the collector runs without
+	// pause and the RSS is the limit plus the binary's pages
+	// (docs/reliability.md: the soak at 250/s); a quarter keeps it off it.
+	DefaultBudgetFraction = 0.25
 	// DefaultBudgetBytes is the budget without GOMEMLIMIT or a configured
 	// budget.
 	DefaultBudgetBytes = 256 << 20
