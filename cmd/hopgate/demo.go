@@ -45,12 +45,21 @@ channels:
   - {id: cheap-eu, base_url: "%s", region: eu-west-1}
   - {id: mid-us, base_url: "%s", region: us-east-1}
   - {id: premium-eu, base_url: "%s", region: eu-west-1}
+  # the voice incident's speech channels (demo_voice.go)
+  - {id: tts-eu, base_url: "%s", region: eu-west-1}
+  - {id: eleven-us, provider: elevenlabs, base_url: "%s", api_key_env: DEMO_ELEVENLABS_KEY, region: us-east-1}
 models:
   - name: gpt-4o-mini
     chain:
       - {channel: premium-eu, upstream_model: gpt-4o-mini, price: {input: 2.50, output: 10.00}}
       - {channel: cheap-eu, upstream_model: gpt-4o-mini, price: {input: 0.15, output: 0.60}}
       - {channel: mid-us, upstream_model: gpt-4o-mini, price: {input: 0.30, output: 1.20}}
+  - name: tts                   # the voice SLO: a 1 s header_timeout
+    operations: [audio_speech]
+    policy: {header_timeout: 1s}
+    chain:
+      - {channel: tts-eu, upstream_model: gpt-4o-mini-tts, price: {input: 0.60, output: 12.00}}
+      - {channel: eleven-us, upstream_model: eleven_flash_v2_5, price: {input: 1.00, output: 15.00}, voices: {alloy: 21m00Tcm4TlvDq8ikWAM}}
 telemetry: {healthy_sample_ratio: 1.0}
 `
 
@@ -62,6 +71,8 @@ type demoStep struct {
 	want   string // the exact failover path
 	// wait before the step (real time: the demo runs on the real clock)
 	wait time.Duration
+	// do sends the step's request (default: a chat completion)
+	do func(ctx context.Context, base string) (demoReply, error)
 }
 
 func demoScript() []demoStep {
@@ -89,6 +100,9 @@ func demoScript() []demoStep {
 		{title: "back to normal: streamed from the cheapest channel", stream: true, want: "cheap-eu:ok"},
 	}
 }
+
+// demoSteps is the chat story, then the voice incident (demo_voice.go).
+func demoSteps() []demoStep { return append(demoScript(), demoVoiceSteps()...) }
 
 func demo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -132,7 +146,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	// Fake channels on loopback.
 	ups := map[string]*upstream.Server{}
 	urls := map[string]string{}
-	for _, ch := range demoChannels {
+	for _, ch := range append(demoChannels, demoVoiceChannels...) {
 		u := upstream.New(upstream.Options{Name: ch.id, FrameDelay: 15 * time.Millisecond})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -145,8 +159,11 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		ups[ch.id] = u
 		urls[ch.id] = "http://" + ln.Addr().String() + "/v1"
 	}
-	cfgText := fmt.Sprintf(demoConfig, *listen, *adminListen, urls["cheap-eu"], urls["mid-us"], urls["premium-eu"])
-	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
+	cfgText := fmt.Sprintf(demoConfig, *listen, *adminListen, urls["cheap-eu"], urls["mid-us"], urls["premium-eu"],
+		urls["tts-eu"], strings.TrimSuffix(urls["eleven-us"], "/v1"))
+	cfg, err := config.Parse([]byte(cfgText), func(k string) (string, bool) {
+		return "demo-key", k == "DEMO_ELEVENLABS_KEY" // the fake ElevenLabs takes any key
+	})
 	if err != nil {
 		fmt.Fprintln(stderr, "demo: config:", err)
 		return 1
@@ -182,7 +199,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 
 	failed := 0
 	var traceIDs []string
-	for i, st := range demoScript() {
+	for i, st := range demoSteps() {
 		if st.wait > 0 {
 			select {
 			case <-time.After(st.wait):
@@ -196,7 +213,11 @@ func demo(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 		}
-		r, err := demoRequest(ctx, base, st.stream)
+		do := func(ctx context.Context, base string) (demoReply, error) { return demoRequest(ctx, base, st.stream) }
+		if st.do != nil {
+			do = st.do
+		}
+		r, err := do(ctx, base)
 		if err != nil {
 			fmt.Fprintln(stderr, "demo: request:", err)
 			return 1
