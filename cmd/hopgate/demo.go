@@ -48,12 +48,19 @@ channels:
   # the voice incident's speech channels (demo_voice.go)
   - {id: tts-eu, base_url: "%s", region: eu-west-1}
   - {id: eleven-us, provider: elevenlabs, base_url: "%s", api_key_env: DEMO_ELEVENLABS_KEY, region: us-east-1}
+  - {id: rt-eu, base_url: "%s", region: eu-west-1}
+  - {id: rt-us, base_url: "%s", region: us-east-1}
 models:
   - name: gpt-4o-mini
     chain:
       - {channel: premium-eu, upstream_model: gpt-4o-mini, price: {input: 2.50, output: 10.00}}
       - {channel: cheap-eu, upstream_model: gpt-4o-mini, price: {input: 0.15, output: 0.60}}
       - {channel: mid-us, upstream_model: gpt-4o-mini, price: {input: 0.30, output: 1.20}}
+  - name: gpt-realtime          # eu-west-1 refuses sessions: the model name picks the fake's fault
+    operations: [realtime]
+    chain:
+      - {channel: rt-eu, upstream_model: "gpt-realtime|rt-refuse", price: {input: 4, output: 16}}
+      - {channel: rt-us, upstream_model: gpt-realtime, price: {input: 4, output: 16}}
   - name: tts                   # the voice SLO: a 1 s header_timeout
     operations: [audio_speech]
     policy: {header_timeout: 1s}
@@ -71,8 +78,11 @@ type demoStep struct {
 	want   string // the exact failover path
 	// wait before the step (real time: the demo runs on the real clock)
 	wait time.Duration
-	// do sends the step's request (default: a chat completion)
-	do func(ctx context.Context, base string) (demoReply, error)
+	// do sends the step's request (default: a chat completion); kind
+	// names it in the output, status is its success (default 200)
+	do     func(ctx context.Context, base, admin string) (demoReply, error)
+	kind   string
+	status int
 }
 
 func demoScript() []demoStep {
@@ -160,7 +170,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		urls[ch.id] = "http://" + ln.Addr().String() + "/v1"
 	}
 	cfgText := fmt.Sprintf(demoConfig, *listen, *adminListen, urls["cheap-eu"], urls["mid-us"], urls["premium-eu"],
-		urls["tts-eu"], strings.TrimSuffix(urls["eleven-us"], "/v1"))
+		urls["tts-eu"], strings.TrimSuffix(urls["eleven-us"], "/v1"), urls["rt-eu"], urls["rt-us"])
 	cfg, err := config.Parse([]byte(cfgText), func(k string) (string, bool) {
 		return "demo-key", k == "DEMO_ELEVENLABS_KEY" // the fake ElevenLabs takes any key
 	})
@@ -213,16 +223,20 @@ func demo(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 		}
-		do := func(ctx context.Context, base string) (demoReply, error) { return demoRequest(ctx, base, st.stream) }
+		do := func(ctx context.Context, base, _ string) (demoReply, error) { return demoRequest(ctx, base, st.stream) }
 		if st.do != nil {
 			do = st.do
 		}
-		r, err := do(ctx, base)
+		r, err := do(ctx, base, adminBase)
 		if err != nil {
 			fmt.Fprintln(stderr, "demo: request:", err)
 			return 1
 		}
-		ok := r.path == st.want && r.status == 200 && r.complete
+		want := http.StatusOK
+		if st.status != 0 {
+			want = st.status
+		}
+		ok := r.path == st.want && r.status == want && r.complete
 		mark := "ok "
 		if !ok {
 			mark = "BAD"
@@ -231,6 +245,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		kind := "non-stream"
 		if st.stream {
 			kind = "stream"
+		}
+		if st.kind != "" {
+			kind = st.kind
 		}
 		say("%2d. [%s] %s", i+1, mark, st.title)
 		say("      %s %d  path: %s", kind, r.status, r.path)
