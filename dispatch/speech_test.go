@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,12 @@ models:
   - name: tts-el
     operations: [audio_speech]
     policy: {header_timeout: 10s}
+    chain:
+      - {channel: el, upstream_model: eleven_flash_v2_5, price: {input: 1, output: 1}, voices: {alloy: 21m00Tcm4TlvDq8ikWAM}}
+      - {channel: oa, upstream_model: tts-1, price: {input: 2, output: 2}}
+  - name: tts-el-idle
+    operations: [audio_speech]
+    policy: {header_timeout: 10s, stream_idle_timeout: 2s}
     chain:
       - {channel: el, upstream_model: eleven_flash_v2_5, price: {input: 1, output: 1}, voices: {alloy: 21m00Tcm4TlvDq8ikWAM}}
       - {channel: oa, upstream_model: tts-1, price: {input: 2, output: 2}}
@@ -196,6 +203,18 @@ func TestSpeechHeaderTimeoutMovesToElevenLabs(t *testing.T) {
 	if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "oa:header_timeout -> el:ok" || r.Body != speechAudio {
 		t.Fatalf("status %d path %q: %d bytes", r.Status, r.Header.Get("X-Hopgate-Path"), len(r.Body))
 	}
+	// The trace shows both hops, each named by its provider.
+	var providers []string
+	for _, s := range h.Trace(r.Header.Get("X-Request-Id")) {
+		for _, kv := range s.Attributes {
+			if kv.Key == "gen_ai.provider.name" {
+				providers = append(providers, kv.Value.AsString())
+			}
+		}
+	}
+	if strings.Join(providers, ",") != "openai,elevenlabs" && strings.Join(providers, ",") != "elevenlabs,openai" {
+		t.Fatalf("hop spans' gen_ai.provider.name: %v, want one openai and one elevenlabs", providers)
+	}
 }
 
 // TestSpeechFirstBytesCommit: audio commits at its first bytes, not at its
@@ -214,6 +233,22 @@ func TestSpeechFirstBytesCommit(t *testing.T) {
 		r, err := h.Call(context.Background(), "/v1/audio/speech", "application/json", speechBody("tts-el", "alloy", "mp3"))
 		if err != nil || r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "el:stream_eof -> oa:ok" || r.Body != speechAudio {
 			t.Fatalf("status %d path %q err %v", r.Status, r.Header.Get("X-Hopgate-Path"), err)
+		}
+	})
+	// ElevenLabs sends headers, then no audio: past stream_idle_timeout
+	// nothing was committed, so the next provider serves.
+	t.Run("slow first byte", func(t *testing.T) {
+		h := gwtest.New(t, speechConfig, "oa", "el")
+		if err := h.Ups["el"].SetFault("eleven_flash_v2_5", "slow-first-token=30s"); err != nil {
+			t.Fatal(err)
+		}
+		done := h.AsyncCall("/v1/audio/speech", "application/json", speechBody("tts-el-idle", "alloy", "mp3"))
+		h.WaitUpstreamTimers(1) // the fake holds the audio back
+		testkit.Eventually(t, func() bool { return slices.Contains(h.Armed.Armed(), 2*time.Second) }, "the gateway's idle timer armed")
+		h.Clock.Advance(2 * time.Second)
+		r := testkit.Recv(t, done, "the speech answer")
+		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "el:stream_idle_timeout -> oa:ok" || r.Body != speechAudio {
+			t.Fatalf("status %d path %q: %d bytes", r.Status, r.Header.Get("X-Hopgate-Path"), len(r.Body))
 		}
 	})
 	t.Run("cut mid-audio", func(t *testing.T) {
