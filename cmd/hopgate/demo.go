@@ -320,17 +320,11 @@ type demoReply struct {
 // demoRequest sends one chat completion the way a client would.
 func demoRequest(ctx context.Context, base string, stream bool) (demoReply, error) {
 	body := fmt.Sprintf(`{"model":"gpt-4o-mini","stream":%v,"messages":[{"role":"user","content":"Say something reassuring about failover."}]}`, stream)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	resp, r, err := demoPost(ctx, base+"/v1/chat/completions", body)
 	if err != nil {
-		return demoReply{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return demoReply{}, err
+		return r, err
 	}
 	defer resp.Body.Close()
-	r := demoReply{status: resp.StatusCode, path: resp.Header.Get("X-Hopgate-Path"), traceID: resp.Header.Get("X-Request-Id")}
 	if !stream {
 		b, err := io.ReadAll(resp.Body)
 		if err != nil {
@@ -351,6 +345,21 @@ func demoRequest(ctx context.Context, base string, stream bool) (demoReply, erro
 	}
 	r.text = text.String()
 	return r, sc.Err()
+}
+
+// demoPost posts a JSON body as a client would; the reply holds what
+// hopgate's headers say (status, path, trace id).
+func demoPost(ctx context.Context, url, body string) (*http.Response, demoReply, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, demoReply{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, demoReply{}, err
+	}
+	return resp, demoReply{status: resp.StatusCode, path: resp.Header.Get("X-Hopgate-Path"), traceID: resp.Header.Get("X-Request-Id")}, nil
 }
 
 func jsonField(s, key string) string {

@@ -96,18 +96,12 @@ func demoRealtime(ctx context.Context, base, admin string) (demoReply, error) {
 // demoSpeech sends one OpenAI speech request and reads the audio.
 func demoSpeech(ctx context.Context, base, _ string) (demoReply, error) {
 	body := `{"model":"tts","input":"Your table for two is confirmed.","voice":"alloy","response_format":"mp3"}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/audio/speech", strings.NewReader(body))
+	resp, r, err := demoPost(ctx, base+"/v1/audio/speech", body)
 	if err != nil {
-		return demoReply{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return demoReply{}, err
+		return r, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	r := demoReply{status: resp.StatusCode, path: resp.Header.Get("X-Hopgate-Path"), traceID: resp.Header.Get("X-Request-Id")}
 	r.text = fmt.Sprintf("%d bytes of %s", len(b), resp.Header.Get("Content-Type"))
 	r.complete = err == nil && len(b) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "audio/")
 	return r, err

@@ -50,9 +50,15 @@ func TestElevenLabsClassesGolden(t *testing.T) {
 		}
 		fmt.Fprintf(&buf, "%d %-28s -> %-9s breaker %-11s label %s\n", x.status, name, e.Class(), breaker, e.Label())
 	}
-	golden := filepath.Join("testdata", "elevenlabs_classes.golden")
+	checkGolden(t, "elevenlabs_classes.golden", "the ElevenLabs classification", buf.Bytes())
+}
+
+// checkGolden compares got with testdata/name (rewritten with -update).
+func checkGolden(t *testing.T, name, what string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
 	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -60,7 +66,7 @@ func TestElevenLabsClassesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("the ElevenLabs classification differs from %s (run with -update if intended):\n%s", golden, buf.String())
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s (run with -update if intended):\n%s", what, golden, got)
 	}
 }
