@@ -105,6 +105,7 @@ func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode str
 	a.ctx, a.span = c.e.tel.Spans.StartHop(ctx, &hs)
 	a.dia = dialect{req: c.req, requestID: c.requestID, m: m, entry: entry, up: a.up, span: a.span, now: c.e.clock.Now,
 		cross: config.AnthropicFamily(a.ch.Provider) != (c.req.Events == MessagesEvents)}
+	a.dia.speech = c.sp
 	a.cancel = cancel
 	a.start = c.e.clock.Now()
 	a.l4 = headerTimeout{next: c.e.transport, clock: c.e.clock, timeout: m.Policy.HeaderTimeout, cancel: cancel}
@@ -153,6 +154,8 @@ func (a *attempt) run() (err *classify.HopError) {
 		return a.stream(resp)
 	case c.req.Binary && binaryBody(mt):
 		return a.passthrough(resp)
+	case elevenLabsEntry(a.entry):
+		return a.dia.notAudio(resp, c.e.budget)
 	}
 	// A 200 JSON answer to a streaming request is how some providers
 	// report errors: it is read whole and classified like any body.
@@ -305,11 +308,13 @@ func (a *attempt) upstreamRequest(body []byte) *provider.Request {
 	if c.req.Events == MessagesEvents {
 		path = "/chat/completions" // an Anthropic client served by an OpenAI-family channel
 	}
-	return &provider.Request{
+	r := &provider.Request{
 		Path: path, Model: a.entry.UpstreamModel, Stream: c.req.Stream, Body: body,
 		ContentType: ct, Accept: accept, UserAgent: c.e.userAgent,
 		AnthropicVersion: c.req.AnthropicVersion, Beta: c.req.AnthropicBeta, CountTokens: c.req.CountTokens,
 	}
+	c.sp.fill(a.entry, r)
+	return r
 }
 
 // roundTrip sends req through L4 to the engine's transport; errors read as

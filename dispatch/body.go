@@ -99,15 +99,39 @@ func binaryBody(mt string) bool {
 	return true
 }
 
-// passthrough commits a binary 2xx answer at its headers and copies the
-// body to the client with a flush per read. Nothing in a binary body can
-// be classified, so there is no gate: the status line is the decision.
-// After commit there is no failover either; a body that dies or stalls
-// (stream_idle_timeout) aborts the request, and the HTTP layer breaks the
-// connection so the client sees a truncated transfer, never a clean end
-// (the ReverseProxy rule, see STYLE.md).
+// passthrough commits a binary 2xx answer at its first bytes and copies
+// the body to the client with a flush per read. Nothing in a binary body
+// can be classified, so the first bytes are the decision (DESIGN.md §15:
+// the first audio bytes commit): a body that ends or fails before any
+// byte arrived is a failed hop, and the next entry is tried. After commit
+// there is no failover; a body that dies or stalls (stream_idle_timeout)
+// aborts the request, and the HTTP layer breaks the connection so the
+// client sees a truncated transfer, never a clean end (the ReverseProxy
+// rule, see STYLE.md).
 func (a *attempt) passthrough(resp *http.Response) *classify.HopError {
 	c := a.c
+	var body io.Reader = resp.Body
+	if d := a.m.Policy.StreamIdleTimeout; d > 0 {
+		ir := &idleReader{r: resp.Body, clock: c.e.clock, d: d, cancel: a.cancel}
+		defer ir.stop()
+		body = ir
+	}
+	buf := make([]byte, passthroughChunk)
+	n, err := readFirst(body, buf)
+	if n == 0 {
+		// Nothing reached the client: a failed hop, like a stream that
+		// ends before anything decisive.
+		if e := a.ctxEnded(); e != nil && (e.Class() != classify.Retryable || e.ChainDeadline()) {
+			return e
+		}
+		switch {
+		case context.Cause(a.ctx) == errIdleTimeout:
+			return &classify.HopError{Kind: classify.KindIdleTimeout, Status: resp.StatusCode, Cause: err}
+		case errors.Is(err, io.EOF):
+			return &classify.HopError{Kind: classify.KindStreamEOF, Status: resp.StatusCode, Cause: errEmptyAudio}
+		}
+		return &classify.HopError{Kind: classify.KindBodyError, Status: resp.StatusCode, Cause: err}
+	}
 	// The client can tell a cut body from a complete one by its length
 	// too (when known), not only by the broken connection.
 	g, ok := c.claimAnswer(a.ch.ID, "ok")
@@ -116,20 +140,10 @@ func (a *attempt) passthrough(resp *http.Response) *classify.HopError {
 	}
 	c.rw.writeHead(head{status: resp.StatusCode, contentType: headerContentType(resp.Header), length: resp.ContentLength}, &g)
 	c.dropBody()
-	_ = c.rw.flush()
 	// Charged the same however much of it goes out (no usage comes with
 	// a binary body): marked before its first byte (delivery.go).
 	c.rw.delivering(c.req.Delivering, gate.Usage{})
-
-	var body io.Reader = resp.Body
-	if d := a.m.Policy.StreamIdleTimeout; d > 0 {
-		ir := &idleReader{r: resp.Body, clock: c.e.clock, d: d, cancel: a.cancel}
-		defer ir.stop()
-		body = ir
-	}
-	buf := make([]byte, passthroughChunk)
 	for {
-		n, err := body.Read(buf)
 		if n > 0 {
 			if c.rw.write(buf[:n]) != nil || c.rw.flush() != nil {
 				return a.clientGone()
@@ -137,6 +151,7 @@ func (a *attempt) passthrough(resp *http.Response) *classify.HopError {
 		}
 		switch {
 		case err == nil:
+			n, err = body.Read(buf)
 			continue
 		case errors.Is(err, io.EOF):
 			return a.succeed()
@@ -150,6 +165,19 @@ func (a *attempt) passthrough(resp *http.Response) *classify.HopError {
 		return a.abort(why, err)
 	}
 }
+
+// readFirst reads until the body gives at least one byte or an error (a
+// reader may return 0, nil).
+func readFirst(r io.Reader, buf []byte) (int, error) {
+	for {
+		n, err := r.Read(buf)
+		if n > 0 || err != nil {
+			return n, err
+		}
+	}
+}
+
+var errEmptyAudio = errors.New("the upstream answered 2xx with an empty binary body")
 
 // abort ends a committed binary answer that cannot be completed. An SSE
 // stream would get an in-band error frame; bytes of audio cannot carry

@@ -66,6 +66,8 @@ type call struct {
 	// native: a Responses field only the OpenAI family serves, for a walk
 	// that skips Anthropic-family entries (responses.go); "" for most.
 	native string
+	// sp: the speech request, parsed for elevenlabs entries (speech.go).
+	sp *speechCall
 	// ans is what Start returns; a committed stream (ans.open) is passed
 	// on from the caller's frame (pump.go), and the walk is over once it
 	// is open.
@@ -250,6 +252,7 @@ func (c *call) run() {
 		}
 	}
 	c.native = nativeOnly(c.req, models)
+	c.sp = speechFor(c.req, models)
 	contextFallbackUsed := false
 	var last *classify.HopError
 	var skips []skipped
@@ -317,6 +320,13 @@ func (c *call) walkChain(m *config.Model, skips []skipped) (last *classify.HopEr
 		}
 		if c.native != "" && config.AnthropicFamily(entry.Channel.Provider) {
 			c.steps = append(c.steps, unsupportedStep(entry))
+			continue
+		}
+		if e := c.sp.skip(c.req, c.requestID, entry); e != nil {
+			c.steps = append(c.steps, unsupportedStep(entry))
+			if last == nil {
+				last = e // the answer when no entry can serve the request
+			}
 			continue
 		}
 		br := c.e.breakerFor(entry.Channel)

@@ -30,6 +30,8 @@ type dialect struct {
 	now       func() time.Time
 	// cross: the channel's family is not the client's.
 	cross bool
+	// speech: the speech request, for an elevenlabs entry (speech.go).
+	speech *speechCall
 }
 
 // anthropicClient reports a client speaking Anthropic's Messages API.
@@ -46,6 +48,8 @@ func (d *dialect) requestBody(opts reqbody.Options, r *provider.Request) ([]byte
 	body := c.req.Body
 	var err error
 	switch {
+	case elevenLabsEntry(d.entry):
+		body, err = d.elevenLabsBody(d.speech)
 	case c.req.Raw:
 		if c.req.Form.ModelPresent {
 			// Multipart: only the model part's value changes, never the file.
@@ -132,6 +136,8 @@ func errorBody(req *Request, requestID string, e *apierror.Error, code string) [
 // own dialect (the status is kept).
 func (d *dialect) finalBody(status int, body []byte) []byte {
 	switch {
+	case elevenLabsEntry(d.entry):
+		return translate.ElevenLabsErrorToOpenAI(status, body)
 	case !d.cross:
 		return body
 	case d.anthropicClient():

@@ -45,12 +45,28 @@ channels:
   - {id: cheap-eu, base_url: "%s", region: eu-west-1}
   - {id: mid-us, base_url: "%s", region: us-east-1}
   - {id: premium-eu, base_url: "%s", region: eu-west-1}
+  # the voice incident's speech channels (demo_voice.go)
+  - {id: tts-eu, base_url: "%s", region: eu-west-1}
+  - {id: eleven-us, provider: elevenlabs, base_url: "%s", api_key_env: DEMO_ELEVENLABS_KEY, region: us-east-1}
+  - {id: rt-eu, base_url: "%s", region: eu-west-1}
+  - {id: rt-us, base_url: "%s", region: us-east-1}
 models:
   - name: gpt-4o-mini
     chain:
       - {channel: premium-eu, upstream_model: gpt-4o-mini, price: {input: 2.50, output: 10.00}}
       - {channel: cheap-eu, upstream_model: gpt-4o-mini, price: {input: 0.15, output: 0.60}}
       - {channel: mid-us, upstream_model: gpt-4o-mini, price: {input: 0.30, output: 1.20}}
+  - name: gpt-realtime          # eu-west-1 refuses sessions: the model name picks the fake's fault
+    operations: [realtime]
+    chain:
+      - {channel: rt-eu, upstream_model: "gpt-realtime|rt-refuse", price: {input: 4, output: 16}}
+      - {channel: rt-us, upstream_model: gpt-realtime, price: {input: 4, output: 16}}
+  - name: tts                   # the voice SLO: a 1 s header_timeout
+    operations: [audio_speech]
+    policy: {header_timeout: 1s}
+    chain:
+      - {channel: tts-eu, upstream_model: gpt-4o-mini-tts, price: {input: 0.60, output: 12.00}}
+      - {channel: eleven-us, upstream_model: eleven_flash_v2_5, price: {input: 1.00, output: 15.00}, voices: {alloy: 21m00Tcm4TlvDq8ikWAM}}
 telemetry: {healthy_sample_ratio: 1.0}
 `
 
@@ -62,6 +78,11 @@ type demoStep struct {
 	want   string // the exact failover path
 	// wait before the step (real time: the demo runs on the real clock)
 	wait time.Duration
+	// do sends the step's request (default: a chat completion); kind
+	// names it in the output, status is its success (default 200)
+	do     func(ctx context.Context, base, admin string) (demoReply, error)
+	kind   string
+	status int
 }
 
 func demoScript() []demoStep {
@@ -89,6 +110,9 @@ func demoScript() []demoStep {
 		{title: "back to normal: streamed from the cheapest channel", stream: true, want: "cheap-eu:ok"},
 	}
 }
+
+// demoSteps is the chat story, then the voice incident (demo_voice.go).
+func demoSteps() []demoStep { return append(demoScript(), demoVoiceSteps()...) }
 
 func demo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -132,7 +156,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	// Fake channels on loopback.
 	ups := map[string]*upstream.Server{}
 	urls := map[string]string{}
-	for _, ch := range demoChannels {
+	for _, ch := range append(demoChannels, demoVoiceChannels...) {
 		u := upstream.New(upstream.Options{Name: ch.id, FrameDelay: 15 * time.Millisecond})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -145,8 +169,11 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		ups[ch.id] = u
 		urls[ch.id] = "http://" + ln.Addr().String() + "/v1"
 	}
-	cfgText := fmt.Sprintf(demoConfig, *listen, *adminListen, urls["cheap-eu"], urls["mid-us"], urls["premium-eu"])
-	cfg, err := config.Parse([]byte(cfgText), func(string) (string, bool) { return "", false })
+	cfgText := fmt.Sprintf(demoConfig, *listen, *adminListen, urls["cheap-eu"], urls["mid-us"], urls["premium-eu"],
+		urls["tts-eu"], strings.TrimSuffix(urls["eleven-us"], "/v1"), urls["rt-eu"], urls["rt-us"])
+	cfg, err := config.Parse([]byte(cfgText), func(k string) (string, bool) {
+		return "demo-key", k == "DEMO_ELEVENLABS_KEY" // the fake ElevenLabs takes any key
+	})
 	if err != nil {
 		fmt.Fprintln(stderr, "demo: config:", err)
 		return 1
@@ -182,7 +209,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 
 	failed := 0
 	var traceIDs []string
-	for i, st := range demoScript() {
+	for i, st := range demoSteps() {
 		if st.wait > 0 {
 			select {
 			case <-time.After(st.wait):
@@ -196,12 +223,20 @@ func demo(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 		}
-		r, err := demoRequest(ctx, base, st.stream)
+		do := func(ctx context.Context, base, _ string) (demoReply, error) { return demoRequest(ctx, base, st.stream) }
+		if st.do != nil {
+			do = st.do
+		}
+		r, err := do(ctx, base, adminBase)
 		if err != nil {
 			fmt.Fprintln(stderr, "demo: request:", err)
 			return 1
 		}
-		ok := r.path == st.want && r.status == 200 && r.complete
+		want := http.StatusOK
+		if st.status != 0 {
+			want = st.status
+		}
+		ok := r.path == st.want && r.status == want && r.complete
 		mark := "ok "
 		if !ok {
 			mark = "BAD"
@@ -210,6 +245,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		kind := "non-stream"
 		if st.stream {
 			kind = "stream"
+		}
+		if st.kind != "" {
+			kind = st.kind
 		}
 		say("%2d. [%s] %s", i+1, mark, st.title)
 		say("      %s %d  path: %s", kind, r.status, r.path)
@@ -282,17 +320,11 @@ type demoReply struct {
 // demoRequest sends one chat completion the way a client would.
 func demoRequest(ctx context.Context, base string, stream bool) (demoReply, error) {
 	body := fmt.Sprintf(`{"model":"gpt-4o-mini","stream":%v,"messages":[{"role":"user","content":"Say something reassuring about failover."}]}`, stream)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	resp, r, err := demoPost(ctx, base+"/v1/chat/completions", body)
 	if err != nil {
-		return demoReply{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return demoReply{}, err
+		return r, err
 	}
 	defer resp.Body.Close()
-	r := demoReply{status: resp.StatusCode, path: resp.Header.Get("X-Hopgate-Path"), traceID: resp.Header.Get("X-Request-Id")}
 	if !stream {
 		b, err := io.ReadAll(resp.Body)
 		if err != nil {
@@ -313,6 +345,21 @@ func demoRequest(ctx context.Context, base string, stream bool) (demoReply, erro
 	}
 	r.text = text.String()
 	return r, sc.Err()
+}
+
+// demoPost posts a JSON body as a client would; the reply holds what
+// hopgate's headers say (status, path, trace id).
+func demoPost(ctx context.Context, url, body string) (*http.Response, demoReply, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, demoReply{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, demoReply{}, err
+	}
+	return resp, demoReply{status: resp.StatusCode, path: resp.Header.Get("X-Hopgate-Path"), traceID: resp.Header.Get("X-Request-Id")}, nil
 }
 
 func jsonField(s, key string) string {

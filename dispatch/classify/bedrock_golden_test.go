@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -60,17 +58,5 @@ func TestBedrockClassesGolden(t *testing.T) {
 		row(s, "") // each status without the exception's word
 	}
 	row(400, "serviceQuotaExceededException") // the names are exact
-	golden := filepath.Join("testdata", "bedrock_classes.golden")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("the Bedrock classification differs from %s (run with -update if intended):\n%s", golden, buf.String())
-	}
+	checkGolden(t, "bedrock_classes.golden", "the Bedrock classification", buf.Bytes())
 }

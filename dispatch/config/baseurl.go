@@ -33,8 +33,9 @@ func (p *parser) lintBaseURL(ch *Channel, rc *rawChannel, ctx string) {
 // apiPaths: per family, the path segment a base_url must not hold, how the
 // error names it, and what hopgate appends.
 var apiPaths = map[string]struct{ marker, repeat, appended string }{
-	ProviderAnthropic: {"/v1/", "/v1", "/v1/messages"},
-	ProviderAzure:     {"/openai/", "/openai", "/openai/deployments/{deployment}/… or /openai/v1/…"},
-	ProviderBedrock:   {"/model/", "a model path", "/model/{upstream_model}/invoke"},
-	ProviderVertex:    {"/v1/projects/", "a model path", "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{upstream_model}:rawPredict"},
+	ProviderAnthropic:  {"/v1/", "/v1", "/v1/messages"},
+	ProviderElevenLabs: {"/v1/", "/v1", "/v1/text-to-speech/{voice_id}/stream"},
+	ProviderAzure:      {"/openai/", "/openai", "/openai/deployments/{deployment}/… or /openai/v1/…"},
+	ProviderBedrock:    {"/model/", "a model path", "/model/{upstream_model}/invoke"},
+	ProviderVertex:     {"/v1/projects/", "a model path", "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{upstream_model}:rawPredict"},
 }

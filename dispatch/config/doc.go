@@ -196,16 +196,18 @@
 //
 //	id            string        required, unique; letters, digits, '.', '_', '-' (it appears in
 //	                            metric labels and in the failover path "a:open -> b:503")
-//	provider      family        default openai; openai | azure | anthropic | bedrock | vertex
-//	                            (DESIGN.md §8, docs/providers.md)
+//	provider      family        default openai; openai | azure | anthropic | bedrock | vertex |
+//	                            elevenlabs (DESIGN.md §8, §15, docs/providers.md)
 //	base_url      URL           absolute http(s), no query, fragment or user:password@; a trailing
 //	                            slash is trimmed. openai: required, ends in /v1; azure: required,
 //	                            the resource endpoint; anthropic: default https://api.anthropic.com;
 //	                            bedrock: default https://bedrock-runtime.{region}.amazonaws.com;
 //	                            vertex: default https://{region}-aiplatform.googleapis.com (global:
-//	                            https://aiplatform.googleapis.com; us, eu: aiplatform.{us,eu}.rep…)
+//	                            https://aiplatform.googleapis.com; us, eu: aiplatform.{us,eu}.rep…);
+//	                            elevenlabs: default https://api.elevenlabs.io, no /v1 suffix
 //	api_key_env   env var name  the variable must be set and non-empty. openai: optional (Bearer);
 //	                            azure: the api-key (or entra_id); anthropic: required (x-api-key);
+//	                            elevenlabs: required (xi-api-key);
 //	                            not for bedrock or vertex (their clouds' credential chains)
 //	api_version   string        azure only: deployment URLs with ?api-version= (upstream_model is
 //	                            the deployment); without it the v1 API (model in the body)
@@ -229,6 +231,9 @@
 //	    upstream_model  string    default: the model's name
 //	    price           mapping   {input, output}: USD per 1M tokens, each ≥ 0, default 0
 //	    prefill         bool      default: the channel's prefill
+//	    voices          mapping   elevenlabs entries only, required: OpenAI voice name → voice id;
+//	                              a request for an unmapped voice skips the entry (unsupported_request).
+//	                              A model with an elevenlabs entry serves operations [audio_speech] only
 //	policy            mapping     per-model policy (no breaker, early_warning or retries)
 //	operations        list        default [chat]; chat, completions, embeddings, images,
 //	                              audio_speech, audio_transcriptions, responses, realtime

@@ -137,6 +137,7 @@ type rawEntry struct {
 	input         val[float64]
 	output        val[float64]
 	prefill       val[bool]
+	voices        val[map[string]string]
 }
 
 func (p *parser) file(root *yaml.Node) *rawFile {
@@ -471,6 +472,7 @@ func (p *parser) entry(n *yaml.Node, index int, model string) *rawEntry {
 		"channel":        func(_, v *yaml.Node) { e.channel = p.str(v, in("channel", ctx)) },
 		"upstream_model": func(_, v *yaml.Node) { e.upstreamModel = p.str(v, in("upstream_model", ctx)) },
 		"prefill":        func(_, v *yaml.Node) { e.prefill = p.boolean(v, in("prefill", ctx)) },
+		"voices":         func(_, v *yaml.Node) { e.voices = p.voices(v, in("voices", ctx)) },
 		"price": func(_, v *yaml.Node) {
 			pctx := in("price", ctx)
 			p.mapping(v, pctx, fields{

@@ -393,6 +393,7 @@ func (p *parser) resolveModels(c *Config, f *rawFile, base Policy) {
 		m.MaxTokensDefault = rm.maxTokens.v
 		p.families(m, rm, ctx)
 		p.realtimeChannels(m, rm, ctx)
+		p.speechChannels(m, rm, ctx)
 		c.models[m.Name] = m
 		c.Models = append(c.Models, m)
 		todo = append(todo, pending{m, rm})
@@ -464,6 +465,7 @@ func (p *parser) chain(c *Config, rm *rawModel, ctx string) []Entry {
 			Price:         Price{Input: re.input.v, Output: re.output.v},
 			Prefill:       re.prefill.or(ch.Prefill),
 			PriceMicros:   entryPriceMicros(re),
+			Voices:        p.entryVoices(re, ch, ectx),
 		}
 		if e.UpstreamModel == "" {
 			p.errorf(re.upstreamModel.node, "upstream_model in %s must not be empty", ectx)
@@ -583,6 +585,8 @@ func (p *parser) provider(ch *Channel, rc *rawChannel, ctx string) {
 		} else if !hasBase && ch.Region != "" {
 			ch.BaseURL = "https://bedrock-runtime." + ch.Region + ".amazonaws.com"
 		}
+	case ProviderElevenLabs:
+		p.elevenLabsChannel(ch, rc, hasBase)
 	case ProviderVertex:
 		need(ch.Region != "", "region", "the Vertex AI location, e.g. us-east5")
 		need(ch.Project != "", "project", "the Google Cloud project id")

@@ -205,6 +205,9 @@ type Entry struct {
 	UpstreamModel string
 	Price         Price
 	Prefill       bool // channel's prefill unless overridden on the entry
+	// Voices (elevenlabs entries): OpenAI voice name → the provider's
+	// voice id; a request for a voice not in it skips the entry.
+	Voices map[string]string
 	// PriceMicros is Price in micro-units per 1M tokens, read exactly from
 	// the file (the default list price of the model).
 	PriceMicros money.Price

@@ -17,9 +17,11 @@ const (
 	ProviderAnthropic = "anthropic" // Anthropic Messages, x-api-key
 	ProviderBedrock   = "bedrock"   // Claude on AWS Bedrock, SigV4 from the AWS default credential chain
 	ProviderVertex    = "vertex"    // Claude on Google Vertex AI, OAuth from Application Default Credentials
+	// ProviderElevenLabs serves audio_speech only (DESIGN.md §15), xi-api-key.
+	ProviderElevenLabs = "elevenlabs"
 )
 
-var providers = []string{ProviderOpenAI, ProviderAzure, ProviderAnthropic, ProviderBedrock, ProviderVertex}
+var providers = []string{ProviderOpenAI, ProviderAzure, ProviderAnthropic, ProviderBedrock, ProviderVertex, ProviderElevenLabs}
 
 // AnthropicFamily reports whether a provider speaks Anthropic's Messages
 // API (bodies and stream events), whoever operates it.

@@ -33,6 +33,9 @@ const (
 	GenAIAnthropic = "anthropic"
 	GenAIBedrock   = "aws.bedrock"
 	GenAIVertex    = "gcp.vertex_ai"
+	// GenAIElevenLabs is not (yet) in the conventions' list; the
+	// convention is the provider's own lowercase name.
+	GenAIElevenLabs = "elevenlabs"
 )
 
 // Versions of the Anthropic API hopgate speaks.
@@ -154,6 +157,8 @@ func GenAIName(provider string) string {
 		return GenAIBedrock
 	case config.ProviderVertex:
 		return GenAIVertex
+	case config.ProviderElevenLabs:
+		return GenAIElevenLabs
 	}
 	return GenAIOpenAI
 }
@@ -186,6 +191,9 @@ type Request struct {
 	// CountTokens: the family's token-counting endpoint instead of
 	// Messages (count.go).
 	CountTokens bool
+	// VoiceID and OutputFormat (elevenlabs): the entry's voice id for the
+	// client's voice, the output_format for its response_format.
+	VoiceID, OutputFormat string
 }
 
 // URL is the upstream URL of a request.
@@ -212,6 +220,8 @@ func (u *Upstream) URL(r *Request) string {
 			method = "/invoke-with-response-stream"
 		}
 		return base + "/model/" + url.PathEscape(r.Model) + method
+	case config.ProviderElevenLabs:
+		return elevenLabsURL(base, r)
 	case config.ProviderVertex:
 		spec := ":rawPredict"
 		if r.Stream {
@@ -334,6 +344,8 @@ func (u *Upstream) SetHeaders(ctx context.Context, req *http.Request, r *Request
 		if len(r.Beta) > 0 {
 			h.Set("anthropic-beta", strings.Join(r.Beta, ","))
 		}
+	case config.ProviderElevenLabs:
+		h.Set("xi-api-key", key)
 	case config.ProviderVertex:
 		tok, err := u.googleToken(ctx)
 		if err != nil {
@@ -414,10 +426,18 @@ func ErrorDetail(h http.Header, body []byte) string {
 		Message string          `json:"message"`
 		Error   json.RawMessage `json:"error"`
 		Type    string          `json:"__type"`
+		// ElevenLabs: {"detail":{"status":"system_busy","message":…}}.
+		Detail json.RawMessage `json:"detail"`
 	}
 	msg := ""
 	if json.Unmarshal(body, &e) == nil {
 		msg = e.Message
+		if len(e.Detail) > 0 && e.Detail[0] == '{' {
+			var d struct{ Status, Message string }
+			if json.Unmarshal(e.Detail, &d) == nil {
+				typ, msg = d.Status, d.Message
+			}
+		}
 		if typ == "" {
 			typ = e.Type
 		}

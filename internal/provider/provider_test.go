@@ -228,6 +228,7 @@ func TestErrorDetail(t *testing.T) {
 			"UNAUTHENTICATED: Request had invalid authentication credentials."},
 		{nil, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`, "authentication_error: invalid x-api-key"},
 		{nil, `{"error":{"message":"Incorrect API key","type":"invalid_request_error","code":"invalid_api_key"}}`, "invalid_request_error: Incorrect API key"},
+		{nil, `{"detail":{"status":"system_busy","message":"We are experiencing heavy traffic"}}`, "system_busy: We are experiencing heavy traffic"},
 		{nil, `not json`, ""},
 	}
 	for _, tc := range cases {

@@ -31,6 +31,7 @@ type target struct {
 	azureV1  bool   // /openai/v1/...: the model is in the body, api-version optional
 	project  string // Vertex
 	location string // Vertex
+	voice    string // ElevenLabs: the voice id of the path
 }
 
 var messagesEndpoint = endpoint{method: http.MethodPost, messages: true, serve: serveMessages}
@@ -67,6 +68,8 @@ func route(r *http.Request) target {
 		return bedrockRoute(esc)
 	case strings.HasPrefix(esc, "/v1/projects/"):
 		return vertexRoute(esc)
+	case strings.HasPrefix(esc, "/v1/text-to-speech/"):
+		return elevenLabsRoute(esc)
 	case r.URL.Path == "/token":
 		return target{dialect: DialectOAuth, ep: endpoint{method: http.MethodPost, serve: serveToken}, found: true, model: TokenModel}
 	}
@@ -121,6 +124,8 @@ func (ex *exchange) clientError(status int, code, msg string) {
 		ex.bedrockStatus(status, msg)
 	case DialectOAuth:
 		writeOAuthError(ex.w, status, "invalid_request", msg)
+	case DialectElevenLabs:
+		writeElevenLabsError(ex.w, status, code, msg)
 	}
 }
 
@@ -151,6 +156,8 @@ func (ex *exchange) statusFault(status int) {
 		ex.bedrockStatus(status, "")
 	case DialectOAuth:
 		writeOAuthError(ex.w, status, oauthStatusCode(status), "fakeupstream: token endpoint status "+itoa(status))
+	case DialectElevenLabs:
+		ex.elevenLabsStatus(status)
 	}
 }
 
@@ -198,6 +205,9 @@ func (ex *exchange) errorBody() []byte {
 		}
 		return anthropicErrorJSON(typ, anthropicErrorMessage(typ), ex.requestID())
 	}
+	if ex.dialect == DialectElevenLabs {
+		return elevenLabsErrorJSON("system_busy", "fakeupstream: the error came under 200")
+	}
 	return ex.openAIStreamError()
 }
 
@@ -218,6 +228,10 @@ func (f Fault) dialectError(d Dialect) string {
 		return "error=" + f.ErrorType + " is not an Anthropic error type"
 	case f.ErrorType != "" && d == DialectBedrock && bedrockStreamExceptions[f.ErrorType] == "":
 		return "error=" + f.ErrorType + " is not a Bedrock stream exception (" + strings.Join(sortedKeys(bedrockStreamExceptions), ", ") + ")"
+	case f.ErrorType != "" && d == DialectElevenLabs && f.ErrorType != "system_busy" && f.ErrorType != "too_many_concurrent_requests":
+		return "error=" + f.ErrorType + " is not an ElevenLabs 429 status (system_busy, too_many_concurrent_requests)"
+	case f.ErrorType != "" && d != DialectElevenLabs && f.Kind == KindStatus:
+		return "429|error=" + f.ErrorType + " is an ElevenLabs fault"
 	case f.CacheWrite && !anthropicFamily:
 		return "cache-write is an Anthropic usage option"
 	}

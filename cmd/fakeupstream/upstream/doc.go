@@ -1,6 +1,7 @@
 // Package upstream is a fake model provider that fails the way real
-// providers fail, in five dialects: OpenAI-compatible, Azure OpenAI,
-// Anthropic Messages, Claude on AWS Bedrock and Claude on Google Vertex AI.
+// providers fail, in six dialects: OpenAI-compatible, Azure OpenAI,
+// Anthropic Messages, Claude on AWS Bedrock, Claude on Google Vertex AI
+// and ElevenLabs text-to-speech.
 // It owns the fault grammar below, the deterministic healthy answers and
 // the request log; it must not import any hopgate package, so every
 // end-to-end test, the demo, the soak test and the benchmarks can use it as
@@ -72,6 +73,13 @@
 //	           "vertex-2023-10-16", no model. Front-end statuses (401, 403, 404,
 //	           429 RESOURCE_EXHAUSTED, 500, 503, 504) in Google's shape
 //	           {"error":{"code","message","status"}}, model errors in Anthropic's.
+//	elevenlabs POST /v1/text-to-speech/{voice_id}[/stream]?output_format=F with
+//	           {"text","model_id"}: the audio (Content-Type by F: audio/mpeg, audio/opus,
+//	           audio/pcm; another F is a 422 {"detail":[{"loc","msg","type"}]}); model_id
+//	           picks the fault. Auth: xi-api-key = Options.APIKey when set (401
+//	           invalid_api_key). Errors {"detail":{"status","message"}}: 429 system_busy,
+//	           or 429|error=too_many_concurrent_requests; 5xx internal_server_error;
+//	           error-body is such a detail under 200.
 //	oauth      POST /token: Google's token endpoint for the JWT-bearer grant of
 //	           a service-account key (ServiceAccountJSON, WriteServiceAccountFile):
 //	           the RS256 assertion must verify with the key the fake minted, its

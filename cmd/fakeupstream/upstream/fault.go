@@ -162,8 +162,9 @@ func ParseFault(model string) (Fault, error) {
 	if f.Times > 0 && f.Kind == KindNone {
 		return Fault{}, faultErr(model, "once/times without a fault")
 	}
-	if f.ErrorType != "" && f.Kind != KindStreamError && f.Kind != KindStreamErrorEvent && f.Kind != KindStreamErrorAfter {
-		return Fault{}, faultErr(model, "error=%s needs stream-error, stream-error-event or stream-error-after", f.ErrorType)
+	if f.ErrorType != "" && f.Kind != KindStreamError && f.Kind != KindStreamErrorEvent && f.Kind != KindStreamErrorAfter &&
+		(f.Kind != KindStatus || f.Status != 429) { // 429|error=T: ElevenLabs' detail.status
+		return Fault{}, faultErr(model, "error=%s needs stream-error, stream-error-event, stream-error-after or 429", f.ErrorType)
 	}
 	if f.Kind == KindStreamErrorAfter && f.tokensSet && f.Tokens <= f.After {
 		return Fault{}, faultErr(model, "tokens=%d must exceed stream-error-after=%d", f.Tokens, f.After)

@@ -427,6 +427,8 @@ func (ex *exchange) parse(body []byte) error {
 		}
 	case ex.dialect == DialectOAuth:
 		ex.req.Model = TokenModel
+	case ex.dialect == DialectElevenLabs:
+		ex.req, err = parseElevenLabs(body)
 	case ex.tgt.ep.serve != nil:
 		ex.req, err = parseJSON(body)
 	}
@@ -457,6 +459,8 @@ func (ex *exchange) authorized() bool {
 		return ex.bedrockAuthorized()
 	case DialectVertex:
 		return ex.vertexAuthorized()
+	case DialectElevenLabs:
+		return ex.elevenLabsAuthorized()
 	}
 	return true
 }

@@ -52,6 +52,7 @@ func StartFakes(tb testing.TB, o Options, fakes ...string) *Fakes {
 		srv := httptest.NewServer(h)
 		tb.Cleanup(srv.Close)
 		f.URLs[id] = srv.URL + "/v1"
+		f.Roots[id] = srv.URL
 	}
 	upClock := o.UpstreamClock
 	if upClock == nil {
