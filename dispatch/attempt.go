@@ -105,6 +105,9 @@ func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode str
 	a.ctx, a.span = c.e.tel.Spans.StartHop(ctx, &hs)
 	a.dia = dialect{req: c.req, requestID: c.requestID, m: m, entry: entry, up: a.up, span: a.span, now: c.e.clock.Now,
 		cross: config.AnthropicFamily(a.ch.Provider) != (c.req.Events == MessagesEvents)}
+	if a.dia.cross && a.dia.anthropicClient() && c.req.Stream && !c.req.CountTokens {
+		a.dia.prompt = promptTokens(c)
+	}
 	a.cancel = cancel
 	a.start = c.e.clock.Now()
 	a.l4 = headerTimeout{next: c.e.transport, clock: c.e.clock, timeout: m.Policy.HeaderTimeout, cancel: cancel}

@@ -73,6 +73,10 @@ type call struct {
 	// rt is a realtime session's client side (realtime.go); nil for
 	// every other request.
 	rt *session
+	// prompt counts the input tokens of a streamed Anthropic request a
+	// translated stream reports up front (promptcount.go); nil until a hop
+	// needs it.
+	prompt *promptCount
 
 	// Backing arrays of steps and statuses: most requests take a step or
 	// two, and the call is allocated anyway.

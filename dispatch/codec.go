@@ -130,11 +130,18 @@ func (k *toChatCodec) end() ([]byte, bool) {
 type toMessagesCodec struct {
 	t   *translate.ChatToMessagesStream
 	out []byte
+	// prompt is the count message_start reports, taken at the first frame
+	// that may write it (nil once taken).
+	prompt *promptCount
 }
 
 func (k *toMessagesCodec) frame(f sse.Frame) ([]byte, gate.Info) {
 	if !f.HasData {
 		return nil, gate.Info{Kind: gate.Hold}
+	}
+	if k.prompt != nil {
+		k.t.SetPromptTokens(k.prompt.wait())
+		k.prompt = nil
 	}
 	var info gate.Info
 	k.out, info = k.t.Event(k.out[:0], f.Event, f.Data)

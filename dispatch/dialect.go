@@ -30,6 +30,9 @@ type dialect struct {
 	now       func() time.Time
 	// cross: the channel's family is not the client's.
 	cross bool
+	// prompt: the request's input token count, for a translated Anthropic
+	// stream's message_start (nil for every other hop).
+	prompt *promptCount
 }
 
 // anthropicClient reports a client speaking Anthropic's Messages API.
@@ -193,7 +196,7 @@ func (d *dialect) newCodec() codec {
 	case d.anthropicClient() && anthropic:
 		return &messagesCodec{}
 	case d.anthropicClient():
-		return &toMessagesCodec{t: translate.NewChatToMessagesStream()}
+		return &toMessagesCodec{t: translate.NewChatToMessagesStream(), prompt: d.prompt}
 	case anthropic && d.req.Events == ResponsesEvents:
 		return &toResponsesCodec{t: translate.NewMessagesToResponsesStream(d.now().Unix())}
 	case anthropic:
