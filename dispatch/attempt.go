@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
@@ -602,28 +601,6 @@ func asciiHeaderValue(v string) bool {
 		}
 	}
 	return true
-}
-
-// RequestID is the trace id of the request's span: X-Request-Id.
-func RequestID(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.HasTraceID() {
-		return ""
-	}
-	return sc.TraceID().String()
-}
-
-// Traceparent renders the W3C traceparent of the request's server span.
-func Traceparent(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
-		return ""
-	}
-	flags := "00"
-	if sc.IsSampled() {
-		flags = "01"
-	}
-	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + flags
 }
 
 func prefixLen(o reqbody.Options) int {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/dispatch"
@@ -89,8 +88,6 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, req *dispatch.R
 		}
 		return res, true
 	}
-	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(attribute.String(telemetry.AttrTenant, req.Tenant))
 	var e *apierror.Error
 	switch {
 	case errors.Is(err, wallet.ErrInsufficientBalance), errors.Is(err, wallet.ErrNoWallet):
@@ -104,8 +101,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, req *dispatch.R
 			msg = "tenant " + req.Tenant + " has no wallet on this gateway; an operator creates it with `hopgate tenants create`"
 		}
 		s.tel.Metrics.WalletDenied(ctx, req.Model.Name)
-		span.AddEvent(telemetry.EventWalletDenied, trace.WithAttributes(
-			attribute.String(telemetry.AttrWalletReason, reason), attribute.Int64(telemetry.AttrWalletHold, need)))
+		s.tel.Spans.WalletDenied(ctx, req.Tenant, reason, need)
 		e = apierror.InsufficientBalance(msg)
 	default:
 		e = apierror.WalletUnavailable("the wallet store is unavailable, so this request cannot be charged; nothing was sent upstream", walletRetryAfter)
@@ -127,8 +123,7 @@ func reservationSizing(req *dispatch.Request) wallet.Sizing {
 // refuse writes a wallet refusal with hopgate's headers and its log line.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, req *dispatch.Request, e *apierror.Error) {
 	w.Header().Set("X-Hopgate-Model", req.Model.Name)
-	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String(telemetry.AttrOutcome, e.Code),
-		attribute.String(telemetry.AttrErrorCode, e.Code))
+	s.tel.Spans.Refused(r.Context(), &telemetry.Refusal{Outcome: e.Code, Code: e.Code, Tenant: req.Tenant})
 	reply(w, r, e)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("model", req.Model.Name),
