@@ -412,7 +412,7 @@ func (a *attempt) finish(err *classify.HopError) *classify.HopError {
 		a.c.afterCut(a.m, a.entry, a.why, a.codec)
 	}
 	if err != nil && err.Kind == classify.KindShutdown {
-		a.c.rw.interrupt(shutdownFrame(a.c.req, a.c.requestID))
+		a.c.rw.interrupt(shutdownFrame(a.c.req, a.c.requestID, a.codec))
 	}
 	return err
 }

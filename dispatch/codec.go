@@ -56,11 +56,17 @@ func (k *chatCodec) end() ([]byte, bool) {
 }
 
 // responsesCodec passes OpenAI Responses events through.
-type responsesCodec struct{ finish bool }
+type responsesCodec struct {
+	finish bool
+	events int64 // data events passed: the next sequence_number (interrupt)
+}
 
 func (k *responsesCodec) frame(f sse.Frame) ([]byte, gate.Info) {
 	info := gate.InspectResponses(f)
 	k.finish = k.finish || info.FinishReason || info.Kind == gate.Done
+	if f.HasData && info.Kind != gate.Done {
+		k.events++
+	}
 	return f.Raw, info
 }
 
