@@ -88,14 +88,23 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, req *dispatch.R
 		}
 		return res, true
 	}
+	need := wallet.Cost(req.Model, wallet.Reserved(req.Model, sizing))
+	s.refuseWallet(w, r, req, err, "this request: it reserves "+money.Format(need)+" "+
+		req.Config.Billing.Currency+" at the list price of model "+req.Model.Name+
+		" (from max_tokens, or the model's estimate without it); top up the wallet or lower max_tokens", need)
+	return nil, false
+}
+
+// refuseWallet answers a failed reservation of need micro-units: 402
+// insufficient_balance (the wallet cannot cover what, or the tenant has
+// none) or 503 wallet_unavailable.
+func (s *Server) refuseWallet(w http.ResponseWriter, r *http.Request, req *dispatch.Request, err error, what string, need int64) {
+	ctx := r.Context()
 	var e *apierror.Error
 	switch {
 	case errors.Is(err, wallet.ErrInsufficientBalance), errors.Is(err, wallet.ErrNoWallet):
-		need := wallet.Cost(req.Model, wallet.Reserved(req.Model, sizing))
 		reason := "insufficient_balance"
-		msg := "the wallet of tenant " + req.Tenant + " cannot cover this request: it reserves " + money.Format(need) + " " +
-			req.Config.Billing.Currency + " at the list price of model " + req.Model.Name +
-			" (from max_tokens, or the model's estimate without it); top up the wallet or lower max_tokens"
+		msg := "the wallet of tenant " + req.Tenant + " cannot cover " + what
 		if errors.Is(err, wallet.ErrNoWallet) {
 			reason = "no_wallet"
 			msg = "tenant " + req.Tenant + " has no wallet on this gateway; an operator creates it with `hopgate tenants create`"
@@ -107,7 +116,6 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, req *dispatch.R
 		e = apierror.WalletUnavailable("the wallet store is unavailable, so this request cannot be charged; nothing was sent upstream", walletRetryAfter)
 	}
 	s.refuse(w, r, req, e)
-	return nil, false
 }
 
 // reservationSizing is what the request's hold is sized from. Embeddings
