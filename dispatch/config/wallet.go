@@ -13,8 +13,8 @@ import (
 
 // This file holds the keys of tenants and wallets (DESIGN §9): store,
 // billing, admin_auth, auth.keys[].tenant, models[].price,
-// models[].reserve_output_tokens and models[].realtime_hold. The reference is in doc.go and
-// docs/config.md.
+// models[].reserve_output_tokens and models[].realtime_hold (§15). The
+// reference is in doc.go and docs/config.md.
 
 // Store drivers (store.driver).
 const (
