@@ -37,8 +37,8 @@ const responseCost = 10*1 + 20*2
 // insufficient_balance before the upgrade (nothing dialed); an open
 // session holds realtime_hold; two responses are two ledger charges keyed
 // by their response ids, each response.done replayed by the upstream is
-// charged once; and the hold is released when the client closes, and
-// when the upstream drops the session.
+// charged once; and the hold is released when the client closes, when
+// the upstream drops the session, and when the client vanishes.
 func TestRealtimeSessionWallet(t *testing.T) {
 	e := newE2E(t, config.StoreSQLite)
 	ctx := context.Background()
@@ -160,5 +160,22 @@ func TestRealtimeSessionWallet(t *testing.T) {
 	settled(t, addr)
 	if balance, reserved := tenant(); reserved != 0 || balance != 10_000-2*responseCost {
 		t.Fatalf("after the drop: balance %d, reserved %d", balance, reserved)
+	}
+
+	// A client that vanishes (no close frame) releases its hold too.
+	v, _, err := dial("voice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := v.Read(rctx); err != nil || !strings.Contains(string(b), "session.created") {
+		t.Fatalf("first event %s, %v", b, err)
+	}
+	if _, reserved := tenant(); reserved != 1000 {
+		t.Fatalf("the third session reserves %d, want 1000", reserved)
+	}
+	_ = v.CloseNow()
+	settled(t, addr)
+	if balance, reserved := tenant(); reserved != 0 || balance != 10_000-2*responseCost {
+		t.Fatalf("after the client vanished: balance %d, reserved %d", balance, reserved)
 	}
 }
