@@ -16,15 +16,34 @@ import (
 // the same settle as a request's: the journal and the retries when the
 // store is down, the revenue metrics. The hold bounds what a tenant needs
 // to open a session, not what the session may spend: responses are
-// charged as they end, and a long session may take the balance below
-// zero by at most its last response (docs/tenants.md).
+// charged as they end, whatever the balance, so a long session may take
+// it below zero (docs/voice.md).
+//
+// Charges are settled by the session's own goroutine, in order, so a slow
+// or unreachable store never stalls the relay that reports them; Close
+// waits for those queued before it releases the hold.
 type Session struct {
 	r *Reservation
 
 	mu      sync.Mutex
 	charged map[string]bool // response ids charged by this session
 	unnamed int             // response.done events without an id
+
+	queue chan sessionCharge // to the settling goroutine; closed by Close
+	done  chan struct{}      // closed when that goroutine ended
+	once  sync.Once
 }
+
+// sessionCharge is one response's charge, queued.
+type sessionCharge struct {
+	ctx context.Context
+	res *Reservation
+	t   Tokens
+}
+
+// sessionQueue bounds the charges waiting for the store: a session that
+// outruns the store by more waits in Charge.
+const sessionQueue = 64
 
 // ReserveSession holds q.Model's realtime_hold for a session (q.Sizing is
 // unused). Errors are Reserve's.
@@ -33,7 +52,24 @@ func (w *Wallet) ReserveSession(ctx context.Context, q Request) (*Session, error
 	if err != nil {
 		return nil, err
 	}
-	return &Session{r: r, charged: map[string]bool{}}, nil
+	s := &Session{r: r, charged: map[string]bool{}, queue: make(chan sessionCharge, sessionQueue), done: make(chan struct{})}
+	go s.settle()
+	return s, nil
+}
+
+// settle settles the queued charges until Close.
+func (s *Session) settle() {
+	defer close(s.done)
+	for c := range s.queue {
+		s.r.w.settle(c.ctx, c.res, c.t)
+	}
+}
+
+// stop ends the settling goroutine once every queued charge landed (or
+// was handed to the wallet's retries).
+func (s *Session) stop() {
+	s.once.Do(func() { close(s.queue) })
+	<-s.done
 }
 
 // Amount is the session's hold in micro-units.
@@ -43,9 +79,10 @@ func (s *Session) Amount() int64 { return s.r.amount }
 // request id and the response id.
 func ResponseKey(sessionID, responseID string) string { return sessionID + "/" + responseID }
 
-// Charge charges one response.done's usage at the list price of the model
-// asked for and returns the amount (0 for a response charged already).
-// A response without an id is keyed by its order in the session.
+// Charge queues the charge of one response.done's usage at the list price
+// of the model asked for and returns its amount (0 for a response charged
+// already). A response without an id is keyed by its order in the
+// session. Not after Close.
 func (s *Session) Charge(ctx context.Context, responseID string, input, output int64) int64 {
 	if s == nil {
 		return 0
@@ -63,7 +100,9 @@ func (s *Session) Charge(ctx context.Context, responseID string, input, output i
 	s.mu.Unlock()
 	c := &Reservation{w: s.r.w, req: s.r.req}
 	c.req.RequestID = ResponseKey(s.r.req.RequestID, responseID)
-	return s.r.w.settle(ctx, c, Tokens{Input: max(input, 0), Output: max(output, 0)})
+	t := Tokens{Input: max(input, 0), Output: max(output, 0)}
+	s.queue <- sessionCharge{ctx: ctx, res: c, t: t}
+	return Cost(c.req.Model, t)
 }
 
 // Close releases the session's hold: at the client's close, an upstream's
@@ -71,13 +110,16 @@ func (s *Session) Charge(ctx context.Context, responseID string, input, output i
 // Close or Guard) acts; a nil Session (wallets off) does nothing.
 func (s *Session) Close(ctx context.Context) {
 	if s != nil {
+		s.stop()
 		s.r.Finish(ctx, Outcome{})
 	}
 }
 
-// Guard runs deferred: a panic or a forgotten Close releases the hold.
+// Guard runs deferred: a panic or a forgotten Close releases the hold
+// (the charges queued before it are settled first).
 func (s *Session) Guard() {
 	if s != nil {
+		s.stop()
 		s.r.Guard()
 	}
 }
