@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
@@ -106,6 +105,9 @@ func (c *call) newAttempt(m *config.Model, entry config.Entry, try int, mode str
 	a.dia = dialect{req: c.req, requestID: c.requestID, m: m, entry: entry, up: a.up, span: a.span, now: c.e.clock.Now,
 		cross: config.AnthropicFamily(a.ch.Provider) != (c.req.Events == MessagesEvents)}
 	a.dia.speech = c.sp
+	if a.dia.cross && a.dia.anthropicClient() && c.req.Stream && !c.req.CountTokens {
+		a.dia.prompt = promptTokens(c)
+	}
 	a.cancel = cancel
 	a.start = c.e.clock.Now()
 	a.l4 = headerTimeout{next: c.e.transport, clock: c.e.clock, timeout: m.Policy.HeaderTimeout, cancel: cancel}
@@ -604,28 +606,6 @@ func asciiHeaderValue(v string) bool {
 		}
 	}
 	return true
-}
-
-// RequestID is the trace id of the request's span: X-Request-Id.
-func RequestID(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.HasTraceID() {
-		return ""
-	}
-	return sc.TraceID().String()
-}
-
-// Traceparent renders the W3C traceparent of the request's server span.
-func Traceparent(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
-		return ""
-	}
-	flags := "00"
-	if sc.IsSampled() {
-		flags = "01"
-	}
-	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + flags
 }
 
 func prefixLen(o reqbody.Options) int {

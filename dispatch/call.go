@@ -75,6 +75,10 @@ type call struct {
 	// rt is a realtime session's client side (realtime.go); nil for
 	// every other request.
 	rt *session
+	// prompt counts the input tokens of a streamed Anthropic request a
+	// translated stream reports up front (promptcount.go); nil until a hop
+	// needs it.
+	prompt *promptCount
 
 	// Backing arrays of steps and statuses: most requests take a step or
 	// two, and the call is allocated anyway.
@@ -419,7 +423,7 @@ func (a *attempt) finish(err *classify.HopError) *classify.HopError {
 	}
 	if err != nil && err.Kind == classify.KindShutdown {
 		a.c.rw.deliveringCut(a.c.req.Delivering, a.c.usage) // the error frame is the last write
-		a.c.rw.interrupt(shutdownFrame(a.c.req, a.c.requestID))
+		a.c.rw.interrupt(shutdownFrame(a.c.req, a.c.requestID, a.codec))
 	}
 	return err
 }

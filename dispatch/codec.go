@@ -56,11 +56,17 @@ func (k *chatCodec) end() ([]byte, bool) {
 }
 
 // responsesCodec passes OpenAI Responses events through.
-type responsesCodec struct{ finish bool }
+type responsesCodec struct {
+	finish bool
+	events int64 // data events passed: the next sequence_number (interrupt)
+}
 
 func (k *responsesCodec) frame(f sse.Frame) ([]byte, gate.Info) {
 	info := gate.InspectResponses(f)
 	k.finish = k.finish || info.FinishReason || info.Kind == gate.Done
+	if f.HasData && info.Kind != gate.Done {
+		k.events++
+	}
 	return f.Raw, info
 }
 
@@ -130,11 +136,18 @@ func (k *toChatCodec) end() ([]byte, bool) {
 type toMessagesCodec struct {
 	t   *translate.ChatToMessagesStream
 	out []byte
+	// prompt is the count message_start reports, taken at the first frame
+	// that may write it (nil once taken).
+	prompt *promptCount
 }
 
 func (k *toMessagesCodec) frame(f sse.Frame) ([]byte, gate.Info) {
 	if !f.HasData {
 		return nil, gate.Info{Kind: gate.Hold}
+	}
+	if k.prompt != nil {
+		k.t.SetPromptTokens(k.prompt.wait())
+		k.prompt = nil
 	}
 	var info gate.Info
 	k.out, info = k.t.Event(k.out[:0], f.Event, f.Data)

@@ -32,6 +32,9 @@ type dialect struct {
 	cross bool
 	// speech: the speech request, for an elevenlabs entry (speech.go).
 	speech *speechCall
+	// prompt: the request's input token count, for a translated Anthropic
+	// stream's message_start (nil for every other hop).
+	prompt *promptCount
 }
 
 // anthropicClient reports a client speaking Anthropic's Messages API.
@@ -199,7 +202,7 @@ func (d *dialect) newCodec() codec {
 	case d.anthropicClient() && anthropic:
 		return &messagesCodec{}
 	case d.anthropicClient():
-		return &toMessagesCodec{t: translate.NewChatToMessagesStream()}
+		return &toMessagesCodec{t: translate.NewChatToMessagesStream(), prompt: d.prompt}
 	case anthropic && d.req.Events == ResponsesEvents:
 		return &toResponsesCodec{t: translate.NewMessagesToResponsesStream(d.now().Unix())}
 	case anthropic:

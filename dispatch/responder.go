@@ -1,10 +1,13 @@
 package dispatch
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/dispatch/apierror"
 )
@@ -59,6 +62,30 @@ func (r *responder) expire() bool { return r.state.CompareAndSwap(replyOpen, rep
 type gatewayHeaders struct {
 	requestID, model, attempts, traceparent string
 	path                                    string // "" when the path header is off
+}
+
+// RequestID is the trace id of the request's span: X-Request-Id, on every
+// answer and refusal (package api's too), and the request_id of hopgate's
+// error bodies.
+func RequestID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.HasTraceID() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
+// Traceparent renders the W3C traceparent of the request's server span.
+func Traceparent(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	flags := "00"
+	if sc.IsSampled() {
+		flags = "01"
+	}
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + flags
 }
 
 // head is the status line and the answer's own headers.

@@ -38,21 +38,30 @@ func (k *toResponsesCodec) end() ([]byte, bool) {
 
 // interrupt ends a committed translated stream in Responses' own terms:
 // the error event and response.failed, numbered after what was sent.
-func (k *toResponsesCodec) interrupt(msg string) []byte {
-	return k.t.Interrupt(nil, msg)
+func (k *toResponsesCodec) interrupt(code, msg string) []byte {
+	return k.t.InterruptWith(nil, code, msg)
+}
+
+// interrupt ends a committed passed-through Responses stream with
+// Responses' error event, numbered after the upstream's last event (OpenAI
+// numbers a stream's events from 0, one by one): openai-go raises it as
+// the stream's error, where the chat-completions error frame was a data
+// event it could not type.
+func (k *responsesCodec) interrupt(code, msg string) []byte {
+	return translate.ResponsesErrorEvent(nil, k.events, code, msg)
 }
 
 // interrupter is a codec that writes its own in-band end of an
 // interrupted stream (its events are numbered).
 type interrupter interface {
-	interrupt(msg string) []byte
+	interrupt(code, msg string) []byte
 }
 
 // cutFrame is the in-band error ending a committed stream of req read by
 // k: the codec's own, or the client dialect's frame.
 func cutFrame(req *Request, requestID string, k codec, msg string) []byte {
 	if in, ok := k.(interrupter); ok {
-		return in.interrupt(msg)
+		return in.interrupt(translate.CodeStreamInterrupted, msg)
 	}
 	return interruptFrame(req, requestID, msg)
 }

@@ -50,6 +50,9 @@ models:
     operations: [responses]
     max_tokens_default: 1024
     chain: [{channel: an, upstream_model: "c|tokens=4"}]
+  - name: gpt-cut
+    operations: [responses]
+    chain: [{channel: oai, upstream_model: "g|tokens=6|cut=3"}]
   - name: claude-first
     operations: [responses]
     max_tokens_default: 1024
@@ -242,6 +245,33 @@ func TestResponsesIncompleteAndCut(t *testing.T) {
 	if errEv.Type != "error" || errEv.Code != "upstream_stream_interrupted" ||
 		failed.Type != "response.failed" || failed.Response.Error.Code != "upstream_stream_interrupted" || failed.Response.Status != "failed" {
 		t.Fatalf("the stream ended with %v", types)
+	}
+}
+
+// TestResponsesPassthroughCut (DESIGN §2, §14): a Responses stream passed
+// through from an OpenAI-family channel and cut after commit ends with
+// Responses' own error event, numbered after the upstream's last, which
+// openai-go types (it ended with the chat-completions error frame, which
+// the SDK raised as an untyped stream error), and no completion.
+func TestResponsesPassthroughCut(t *testing.T) {
+	h := newResponsesGateway(t)
+	c := openaiSDK(h)
+	evs, _ := streamResponse(t, c.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{Model: "gpt-cut",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}))
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+		if ev.Type == "response.completed" {
+			t.Fatalf("a cut stream said response.completed: %v", types)
+		}
+	}
+	if len(evs) < 2 {
+		t.Fatalf("events %v", types)
+	}
+	last, prev := evs[len(evs)-1], evs[len(evs)-2]
+	if last.Type != "error" || last.Code != "upstream_stream_interrupted" || !strings.Contains(last.Message, "channel oai") ||
+		last.SequenceNumber != prev.SequenceNumber+1 {
+		t.Fatalf("the stream ended with %s (previous #%d): %v", last.RawJSON(), prev.SequenceNumber, types)
 	}
 }
 

@@ -118,11 +118,15 @@ func shutdownCut(a *attempt) *classify.HopError {
 }
 
 // shutdownFrame is the in-band error that ends a stream the shutdown cut,
-// in req's client dialect (Anthropic's `event: error`, else the OpenAI
-// `data: {"error":…}` frame that chat, completions and Responses clients
-// read as a stream error), with no end marker.
-func shutdownFrame(req *Request, requestID string) []byte {
+// in req's client dialect (Anthropic's `event: error`; Responses' own
+// error event, from the codec k that numbers them; else the OpenAI
+// `data: {"error":…}` frame that chat and completions clients read as a
+// stream error), with no end marker.
+func shutdownFrame(req *Request, requestID string, k codec) []byte {
 	e := apierror.ShuttingDown("the gateway is shutting down; the answer above is incomplete: retry the request")
+	if in, ok := k.(interrupter); ok {
+		return in.interrupt(e.Code, e.Message)
+	}
 	if req.Events == MessagesEvents {
 		b := make([]byte, 0, 256)
 		b = append(b, "event: error\ndata: "...)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"log/slog"
 	"net/http"
@@ -84,7 +85,13 @@ func (s *Server) realtime(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.adm.CloseStream()
 	req := &dispatch.Request{Config: cfg, Model: m, Operation: config.OpRealtime, Path: "/realtime", Tenant: tenant}
+	ses, ok := s.reserveSession(w, r, req)
+	if !ok {
+		return
+	}
+	defer ses.Guard()
 	res := s.engine.ServeRealtime(w, r, req)
+	ses.Close(context.WithoutCancel(r.Context()))
 	s.status.Record(m.Name, res.Outcome)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "realtime session",
 		slog.String("path", r.URL.Path), slog.String("model", m.Name), slog.String("served_model", res.ServedModel),

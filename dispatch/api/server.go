@@ -14,9 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/config"
@@ -99,8 +96,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 // failAs is fail with the request's outcome: bad_request for the front
 // door's refusals, shed for overload protection's.
 func (s *Server) failAs(w http.ResponseWriter, r *http.Request, e *apierror.Error, outcome string) {
-	span := trace.SpanFromContext(r.Context())
-	span.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome), attribute.String(telemetry.AttrErrorCode, e.Code))
+	s.tel.Spans.Refused(r.Context(), &telemetry.Refusal{Outcome: outcome, Code: e.Code})
 	reply(w, r, e)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/dispatch"
@@ -89,29 +88,34 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, req *dispatch.R
 		}
 		return res, true
 	}
-	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(attribute.String(telemetry.AttrTenant, req.Tenant))
+	need := wallet.Cost(req.Model, wallet.Reserved(req.Model, sizing))
+	s.refuseWallet(w, r, req, err, "this request: it reserves "+money.Format(need)+" "+
+		req.Config.Billing.Currency+" at the list price of model "+req.Model.Name+
+		" (from max_tokens, or the model's estimate without it); top up the wallet or lower max_tokens", need)
+	return nil, false
+}
+
+// refuseWallet answers a failed reservation of need micro-units: 402
+// insufficient_balance (the wallet cannot cover what, or the tenant has
+// none) or 503 wallet_unavailable.
+func (s *Server) refuseWallet(w http.ResponseWriter, r *http.Request, req *dispatch.Request, err error, what string, need int64) {
+	ctx := r.Context()
 	var e *apierror.Error
 	switch {
 	case errors.Is(err, wallet.ErrInsufficientBalance), errors.Is(err, wallet.ErrNoWallet):
-		need := wallet.Cost(req.Model, wallet.Reserved(req.Model, sizing))
 		reason := "insufficient_balance"
-		msg := "the wallet of tenant " + req.Tenant + " cannot cover this request: it reserves " + money.Format(need) + " " +
-			req.Config.Billing.Currency + " at the list price of model " + req.Model.Name +
-			" (from max_tokens, or the model's estimate without it); top up the wallet or lower max_tokens"
+		msg := "the wallet of tenant " + req.Tenant + " cannot cover " + what
 		if errors.Is(err, wallet.ErrNoWallet) {
 			reason = "no_wallet"
 			msg = "tenant " + req.Tenant + " has no wallet on this gateway; an operator creates it with `hopgate tenants create`"
 		}
 		s.tel.Metrics.WalletDenied(ctx, req.Model.Name)
-		span.AddEvent(telemetry.EventWalletDenied, trace.WithAttributes(
-			attribute.String(telemetry.AttrWalletReason, reason), attribute.Int64(telemetry.AttrWalletHold, need)))
+		s.tel.Spans.WalletDenied(ctx, req.Tenant, reason, need)
 		e = apierror.InsufficientBalance(msg)
 	default:
 		e = apierror.WalletUnavailable("the wallet store is unavailable, so this request cannot be charged; nothing was sent upstream", walletRetryAfter)
 	}
 	s.refuse(w, r, req, e)
-	return nil, false
 }
 
 // reservationSizing is what the request's hold is sized from. Embeddings
@@ -127,8 +131,7 @@ func reservationSizing(req *dispatch.Request) wallet.Sizing {
 // refuse writes a wallet refusal with hopgate's headers and its log line.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, req *dispatch.Request, e *apierror.Error) {
 	w.Header().Set("X-Hopgate-Model", req.Model.Name)
-	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String(telemetry.AttrOutcome, e.Code),
-		attribute.String(telemetry.AttrErrorCode, e.Code))
+	s.tel.Spans.Refused(r.Context(), &telemetry.Refusal{Outcome: e.Code, Code: e.Code, Tenant: req.Tenant})
 	reply(w, r, e)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("model", req.Model.Name),

@@ -247,6 +247,8 @@
 //	price             mapping     {input, output}: the list price tenants pay per 1M tokens, in the
 //	                              billing currency; default the cheapest chain entry's price
 //	reserve_output_tokens int ≥ 0 default billing.reserve_output_tokens
+//	realtime_hold     amount ≥ 0  default 1: what a realtime session holds on the tenant's wallet
+//	                              from before the upgrade to its close (docs/voice.md, Wallets)
 //
 // # Precedence
 //

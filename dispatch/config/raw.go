@@ -127,6 +127,7 @@ type rawModel struct {
 	priceNode         *yaml.Node
 	priceIn, priceOut val[int64]
 	reserveOut        val[int64]
+	realtimeHold      val[int64] // models[].realtime_hold (wallet.go)
 }
 
 type rawEntry struct {
@@ -455,6 +456,7 @@ func (p *parser) model(n *yaml.Node) *rawModel {
 		"reserve_output_tokens": func(_, v *yaml.Node) {
 			m.reserveOut = p.tokens(v, in("reserve_output_tokens", ctx))
 		},
+		"realtime_hold": func(_, v *yaml.Node) { m.realtimeHold = p.amount(v, in("realtime_hold", ctx)) },
 	})
 	if !ok || isNull(m.node) {
 		if ok {

@@ -197,6 +197,10 @@ type Model struct {
 	// ReserveOutputTokens is the output a reservation assumes when the
 	// request sets no token limit.
 	ReserveOutputTokens int64
+	// RealtimeHold is what a realtime session holds on the tenant's wallet
+	// from before the upgrade to its close, in micro-units
+	// (models[].realtime_hold; default DefaultRealtimeHold).
+	RealtimeHold int64
 }
 
 // Entry is one chain entry.

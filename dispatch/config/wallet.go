@@ -12,9 +12,9 @@ import (
 )
 
 // This file holds the keys of tenants and wallets (DESIGN §9): store,
-// billing, admin_auth, auth.keys[].tenant, models[].price and
-// models[].reserve_output_tokens. The reference is in doc.go and
-// docs/config.md.
+// billing, admin_auth, auth.keys[].tenant, models[].price,
+// models[].reserve_output_tokens and models[].realtime_hold (§15). The
+// reference is in doc.go and docs/config.md.
 
 // Store drivers (store.driver).
 const (
@@ -42,6 +42,10 @@ const (
 	// request that sets no max_tokens: a long answer, not a worst case.
 	DefaultReserveOutputTokens = 4096
 	MaxReserveOutputTokens     = 10_000_000
+	// DefaultRealtimeHold is models[].realtime_hold's default, in
+	// micro-units: one currency unit, what a tenant must cover to open a
+	// realtime session.
+	DefaultRealtimeHold = 1_000_000
 	// DefaultJournalDir is billing.journal_dir's default, relative to the
 	// directory of the config file.
 	DefaultJournalDir = "hopgate-journal"
@@ -349,6 +353,7 @@ func (p *parser) resolveWallet(c *Config, f *rawFile) {
 			continue // not resolved (reported already)
 		}
 		m.ReserveOutputTokens = rm.reserveOut.or(c.Billing.ReserveOutputTokens)
+		m.RealtimeHold = rm.realtimeHold.or(DefaultRealtimeHold)
 		if len(m.Chain) > 0 {
 			m.ListPrice = m.Chain[0].PriceMicros
 		}

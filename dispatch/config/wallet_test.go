@@ -76,6 +76,7 @@ func TestWalletDefaults(t *testing.T) {
 func TestWalletKeys(t *testing.T) {
 	c := mustParse(t, walletBase+`    price: {input: "0.000001", output: 12.5}
     reserve_output_tokens: 100
+    realtime_hold: 2.5
 store: {driver: postgres, dsn_env: PG_DSN, key_refresh: 3s}
 billing: {currency: EUR, on_store_error: fail_open, fail_open_credit: 0.25, hold_ttl: 5m, reserve_output_tokens: 2000, journal_dir: /var/lib/hopgate/journal}
 admin_auth:
@@ -96,6 +97,9 @@ admin_auth:
 	}
 	if m := c.Model("m"); m.ReserveOutputTokens != 2000 {
 		t.Errorf("m inherits billing.reserve_output_tokens: %d", m.ReserveOutputTokens)
+	}
+	if n, m := c.Model("n"), c.Model("m"); n.RealtimeHold != 2_500_000 || m.RealtimeHold != DefaultRealtimeHold {
+		t.Errorf("realtime_hold: n %d (set 2.5), m %d (default)", n.RealtimeHold, m.RealtimeHold)
 	}
 	if k := c.AdminAuth.Keys; len(k) != 1 || k[0].ID != "ops" || k[0].Tenant != "" {
 		t.Errorf("admin keys %+v", k)
@@ -186,6 +190,8 @@ func TestWalletValidation(t *testing.T) {
 		{"list price empty", "    price: {}\n", nil, 15, `price of model "n" is empty`},
 		{"unknown price key", "    price: {input: 1, cached: 1}\n", nil, 15, `unknown key "cached" in price in model "n"`},
 		{"model reserve negative", "    reserve_output_tokens: -3\n", nil, 15, `reserve_output_tokens in model "n" must be at least 0`},
+		{"realtime hold negative", "    realtime_hold: -1\n", nil, 15, "must not be negative"},
+		{"realtime hold not an amount", "    realtime_hold: [1]\n", nil, 15, `realtime_hold in model "n" must be`},
 		{"admin key bad hash", "admin_auth: {keys: [{id: ops, sha256: abc}]}\n", nil, 15, `sha256 of admin key "ops" must be 64 hex characters`},
 		{"admin key without id", "admin_auth: {keys: [{sha256: 2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae}]}\n", nil, 15, "admin key 1 has no id"},
 		{"admin key is a client key", "admin_auth: {keys: [{id: ops, sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}]}\n", nil, 15,

@@ -29,6 +29,7 @@ models:
     chain: [{channel: a, upstream_model: "m|tokens=6|stall=10s", price: {input: 1, output: 1}}]
   - name: claude
     max_tokens_default: 64
+    operations: [chat, responses]
     chain: [{channel: an, upstream_model: "m|tokens=6|stall=10s", price: {input: 1, output: 1}}]
 `
 
@@ -68,8 +69,8 @@ func openStream(t *testing.T, g *gwtest.Gateway, path, body string) (*http.Respo
 // TestDrainTimeoutCutsStreamsInBand: issue 35 item 4, DESIGN.md §2 after
 // commit. A stream still open when the drain runs out of time ends with
 // the in-band gateway_shutting_down error in its client's dialect and no
-// end marker (chat, completions, Responses,
-// Anthropic Messages), never as a body that
+// end marker (chat, completions, Responses passed through and translated,
+// where it is Responses' own error event, Anthropic Messages), never as a body that
 // simply stops; the request log and the requests counter say the gateway
 // cut it (interrupted, 200 sent, path a:gateway_shutting_down), not that
 // the client left (canceled, 499); no breaker counts it.
@@ -79,23 +80,31 @@ func TestDrainTimeoutCutsStreamsInBand(t *testing.T) {
 		name, path, body string
 		frame            string // the in-band error, as the client reads it
 		end              string // the end marker that must not come
+		// responses: Responses' own error event, which has no request_id
+		// (X-Request-Id carries it) and ends its stream with "null}" (pass
+		// through) or response.failed (translated).
+		responses bool
 	}{
 		{"chat", "/v1/chat/completions",
 			`{"model":"gpt","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
 			`data: {"error":{"message":"the gateway is shutting down; the answer above is incomplete: retry the request","type":"server_error","code":"gateway_shutting_down","param":null},"request_id":"`,
-			"[DONE]"},
+			"[DONE]", false},
 		{"completions", "/v1/completions",
 			`{"model":"gpt","stream":true,"prompt":"hi"}`,
 			`data: {"error":{"message":"the gateway is shutting down; the answer above is incomplete: retry the request","type":"server_error","code":"gateway_shutting_down","param":null},"request_id":"`,
-			"[DONE]"},
+			"[DONE]", false},
 		{"responses", "/v1/responses",
 			`{"model":"gpt","stream":true,"input":"hi"}`,
-			`data: {"error":{"message":"the gateway is shutting down; the answer above is incomplete: retry the request","type":"server_error","code":"gateway_shutting_down","param":null},"request_id":"`,
-			"response.completed"},
+			`"code":"gateway_shutting_down","message":"the gateway is shutting down; the answer above is incomplete: retry the request","param":null}` + "\n\n",
+			"response.completed", true},
+		{"responses translated", "/v1/responses",
+			`{"model":"claude","stream":true,"input":"hi"}`,
+			`"code":"gateway_shutting_down","message":"the gateway is shutting down; the answer above is incomplete: retry the request","param":null}` + "\n\nevent: response.failed\n",
+			"response.completed", true},
 		{"messages", "/v1/messages",
 			`{"model":"claude","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`,
 			"event: error\n" + `data: {"type":"error","error":{"type":"overloaded_error","message":"gateway_shutting_down: the gateway is shutting down; the answer above is incomplete: retry the request"},"request_id":"`,
-			"message_stop"},
+			"message_stop", false},
 	}
 	type open struct {
 		resp *http.Response
@@ -115,6 +124,13 @@ func TestDrainTimeoutCutsStreamsInBand(t *testing.T) {
 	for i, tc := range cases {
 		rest, _ := io.ReadAll(streams[i].br) // the closed connection may end it unexpectedly: the bytes decide
 		tail := string(rest)
+		if tc.responses {
+			if !strings.Contains(tail, "event: error\ndata: {\"type\":\"error\",\"sequence_number\":") ||
+				!strings.Contains(tail, tc.frame) || !strings.HasSuffix(tail, "}\n\n") || strings.Contains(tail, tc.end) {
+				t.Errorf("%s: the stream does not end with Responses' gateway_shutting_down error event:\n%s", tc.name, tail)
+			}
+			continue
+		}
 		if !strings.Contains(tail, tc.frame) || !strings.HasSuffix(tail, "\"}\n\n") {
 			t.Errorf("%s: the stream does not end with the gateway_shutting_down frame:\n%s", tc.name, tail)
 		}
@@ -138,7 +154,7 @@ func TestDrainTimeoutCutsStreamsInBand(t *testing.T) {
 			t.Errorf("request log of a stream the shutdown cut: %s", line)
 		}
 	}
-	if !strings.Contains(logs, `"msg":"drain timeout: streams still open end with gateway_shutting_down","streams":4`) {
+	if !strings.Contains(logs, `"msg":"drain timeout: streams still open end with gateway_shutting_down","streams":5`) {
 		t.Errorf("the drain does not log the streams it cut:\n%s", logs)
 	}
 	for _, br := range g.Engine.Breakers().All() {

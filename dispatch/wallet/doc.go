@@ -9,6 +9,9 @@
 // model's list price; store.ErrInsufficientBalance means 402), then
 // Reservation.Finish with what the engine reports, and defers
 // Reservation.Guard so a panic or a forgotten Finish releases the hold.
+// A realtime session (session.go) holds its model's realtime_hold with
+// ReserveSession from before the upgrade to its close, and each of its
+// responses is settled like a request of its own (Session.Charge).
 // In the background the Wallet re-reads the store's keys every
 // store.key_refresh, releases expired holds (ExpireHolds) so a replica
 // killed mid-request blocks no wallet for longer than billing.hold_ttl

@@ -52,9 +52,14 @@ func (r *Reservation) OnCredit() bool { return r.onCredit }
 // fail_closed, or fail_open without credit left), anything else is the
 // store refusing the request (logged; the caller answers 503 too). Once
 // Close has begun every reservation is refused with ErrUnavailable.
-func (w *Wallet) Reserve(ctx context.Context, q Request) (_ *Reservation, err error) {
-	t := Reserved(q.Model, q.Sizing)
-	r := &Reservation{w: w, req: q, amount: Cost(q.Model, t)}
+func (w *Wallet) Reserve(ctx context.Context, q Request) (*Reservation, error) {
+	return w.reserve(ctx, q, Cost(q.Model, Reserved(q.Model, q.Sizing)))
+}
+
+// reserve holds amount micro-units for q (Reserve's, or a realtime
+// session's hold).
+func (w *Wallet) reserve(ctx context.Context, q Request, amount int64) (_ *Reservation, err error) {
+	r := &Reservation{w: w, req: q, amount: amount}
 	// In flight from before the hold: Close cannot miss a hold written
 	// while it starts.
 	if !w.track(r) {

@@ -390,15 +390,18 @@ func (s *MessagesToResponsesStream) End(dst []byte) ([]byte, bool) {
 // failed before message_stop) gets nothing: no event may follow the
 // terminal one, and the answer it closed is whole.
 func (s *MessagesToResponsesStream) Interrupt(dst []byte, msg string) []byte {
-	const code = "upstream_stream_interrupted"
+	return s.InterruptWith(dst, CodeStreamInterrupted, msg)
+}
+
+// InterruptWith is Interrupt with the error's code (the drain's
+// gateway_shutting_down).
+func (s *MessagesToResponsesStream) InterruptWith(dst []byte, code, msg string) []byte {
 	if s.finished {
 		return dst
 	}
 	dst = s.start(dst)
 	dst = s.open(dst, "error")
-	dst = append(dst, `,"code":"`+code+`","message":`...)
-	dst = jsonscan.AppendQuote(dst, msg)
-	dst = append(dst, `,"param":null}`+"\n\n"...)
+	dst = appendResponsesErrorTail(dst, code, msg)
 	s.finished = true
 	s.head.status, s.head.reason, s.head.errCode, s.head.errMsg = "failed", "", code, msg
 	u := s.usage
@@ -410,3 +413,21 @@ func (s *MessagesToResponsesStream) Interrupt(dst []byte, msg string) []byte {
 }
 
 func (s *MessagesToResponsesStream) mergeUsage(u *anUsageIn) { mergeAnUsage(&s.usage, u) }
+
+// ResponsesErrorEvent appends the Responses API's error event (what
+// openai-go's stream raises as an error) numbered seq: the end of a
+// passed-through Responses stream that cannot be completed, which has no
+// completion after it.
+func ResponsesErrorEvent(dst []byte, seq int64, code, msg string) []byte {
+	dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"sequence_number\":"...)
+	dst = appendInt(dst, seq)
+	return appendResponsesErrorTail(dst, code, msg)
+}
+
+func appendResponsesErrorTail(dst []byte, code, msg string) []byte {
+	dst = append(dst, `,"code":`...)
+	dst = jsonscan.AppendQuote(dst, code)
+	dst = append(dst, `,"message":`...)
+	dst = jsonscan.AppendQuote(dst, msg)
+	return append(dst, `,"param":null}`+"\n\n"...)
+}

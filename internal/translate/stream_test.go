@@ -113,11 +113,16 @@ var toMessagesStreams = []struct {
 	{"refusal", true},
 }
 
+// goldenPromptTokens is the request's local count the goldens' message_start
+// carries (dispatch counts it with package tokens).
+const goldenPromptTokens = 17
+
 func TestChatToMessagesStreamGolden(t *testing.T) {
 	for _, tc := range toMessagesStreams {
 		t.Run(tc.name, func(t *testing.T) {
 			events := sseEvents(t, readFile(t, "stream_tomessages/"+tc.name+".sse"))
 			s := NewChatToMessagesStream()
+			s.SetPromptTokens(goldenPromptTokens)
 			transcript, out := transcribe(t, s, events)
 			golden(t, "stream_tomessages/"+tc.name+".golden", transcript)
 

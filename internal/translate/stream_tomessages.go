@@ -28,6 +28,7 @@ type ChatToMessagesStream struct {
 	next     int       // next Anthropic block index
 	tools    []toolRef // OpenAI tool index → Anthropic block
 	usage    anUsage
+	prompt   int64       // message_start's input_tokens (SetPromptTokens)
 	chunk    chatChunkIn // reused decode target
 
 	// The last chunk whose only effect was text, around its content
@@ -66,6 +67,13 @@ type chatChunkIn struct {
 func NewChatToMessagesStream() *ChatToMessagesStream {
 	return &ChatToMessagesStream{open: -1}
 }
+
+// SetPromptTokens sets the input token count message_start reports
+// (DESIGN.md §14, usage up front): an OpenAI-family stream reports usage
+// only at its end, and a client deciding when to compact reads it at the
+// start. The upstream's own figures still go in message_delta.usage. Call
+// it before the first Event; 0 (the default) reports zeros.
+func (s *ChatToMessagesStream) SetPromptTokens(n int64) { s.prompt = n }
 
 // Event translates one upstream SSE frame (name is its event field, data
 // its data, "[DONE]" included). It appends the Anthropic events (possibly
@@ -172,8 +180,9 @@ func (s *ChatToMessagesStream) toolBlock(openai int) (int, bool) {
 	return 0, false
 }
 
-// start writes message_start once; its usage is always present (zeros
-// until the upstream reports usage at the end).
+// start writes message_start once; its usage is always present: the
+// prompt count of SetPromptTokens as input_tokens, zeros elsewhere (the
+// upstream reports usage at the end).
 func (s *ChatToMessagesStream) start(dst []byte, id, model string) []byte {
 	if s.started {
 		return dst
@@ -185,7 +194,11 @@ func (s *ChatToMessagesStream) start(dst []byte, id, model string) []byte {
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 	dst = jsonscan.AppendQuote(dst, model)
 	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
-	dst = appendAnUsage(dst, s.usage)
+	u := s.usage
+	if u == (anUsage{}) {
+		u.InputTokens = s.prompt
+	}
+	dst = appendAnUsage(dst, u)
 	return append(dst, "}}\n\n"...)
 }
 

@@ -25,6 +25,7 @@ import (
 //	m|rt-drop=N        session.created, then the socket is cut (no close
 //	                   frame) after N client events were answered
 //	m|rt-slow=D        session.created only after D (on the fake's clock)
+//	m|rt-repeat-done   every response.done is sent twice (a replay)
 //
 // A healthy session sends session.created, answers session.update with
 // session.updated, conversation.item.create with conversation.item.created,
@@ -62,7 +63,7 @@ func parseRTFault(model string) (string, rtFault, bool) {
 			}
 			f.status = n
 		}
-	case "rt-silent", "rt-error", "rt-close":
+	case "rt-silent", "rt-error", "rt-close", "rt-repeat-done":
 	case "rt-drop":
 		n, err := strconv.Atoi(arg)
 		if err != nil || n < 0 {
@@ -190,6 +191,9 @@ func (s *Server) serveRealtime(w http.ResponseWriter, r *http.Request) {
 				map[string]any{"type": "response.output_audio_transcript.delta", "response_id": rid, "delta": "hello from " + s.opts.Name},
 				map[string]any{"type": "response.done", "response": map[string]any{"id": rid, "object": "realtime.response", "status": "completed",
 					"usage": map[string]any{"total_tokens": 30, "input_tokens": 10, "output_tokens": 20}}})
+			if f.kind == "repeat-done" {
+				out = append(out, out[len(out)-1])
+			}
 		}
 		for _, e := range out {
 			if writeRT(ctx, c, e) != nil {
