@@ -242,7 +242,7 @@ func waitReady(t *testing.T, url string) {
 	}, url+" ready")
 }
 
-// The container's limit becomes 90 % of it for the runtime; an explicit
+// The container's limit becomes 80 % of it for the runtime; an explicit
 // GOMEMLIMIT is left to the runtime; a value that is not bytes is a
 // start-up error, never a silent default.
 func TestMemoryLimit(t *testing.T) {
@@ -252,7 +252,7 @@ func TestMemoryLimit(t *testing.T) {
 		err  bool
 	}{
 		{env: map[string]string{}, want: 0},
-		{env: map[string]string{"HOPGATE_MEMORY_LIMIT": "536870912"}, want: 483183820},
+		{env: map[string]string{"HOPGATE_MEMORY_LIMIT": "536870912"}, want: 429496729},
 		{env: map[string]string{"HOPGATE_MEMORY_LIMIT": "536870912", "GOMEMLIMIT": "400MiB"}, want: 0},
 		{env: map[string]string{"HOPGATE_MEMORY_LIMIT": "512Mi"}, err: true},
 		{env: map[string]string{"HOPGATE_MEMORY_LIMIT": "0"}, err: true},

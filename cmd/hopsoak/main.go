@@ -30,7 +30,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.MaxInFlight, "max-in-flight", 64, "the soak's own bound: a request due while this many are in flight is not sent (skipped)")
 	fs.Uint64Var(&o.Seed, "seed", 0, "random seed (0: time-based)")
 	fs.Var((*byteSize)(&o.MaxResponseBody), "max-response-body", "override the bound on one buffered upstream answer, e.g. 16MiB (0: the config's per-operation overload.max_response_bytes)")
-	fs.Var((*byteSize)(&o.MemoryLimit), "memory-limit", "apply this Go memory limit before the gateway starts, as hopgate serve sets 90 % of deploy/k8s's container limit (e.g. 460MiB; 0: GOMEMLIMIT as set, if any); the gateway's buffer budget follows it")
+	fs.Var((*byteSize)(&o.MemoryLimit), "memory-limit", "apply this Go memory limit before the gateway starts, as hopgate serve sets 80 % of deploy/k8s's container limit (e.g. 410MiB; 0: GOMEMLIMIT as set, if any); the gateway's buffer budget follows it")
 	fs.Var((*byteSize)(&o.RSSCeiling), "rss-ceiling", "a peak RSS above this is a violation (0: 512MiB when a memory limit is in force, else none; -1: none)")
 	fs.Float64Var(&o.EndlessShare, "endless-share", 0, "share of injected faults that are endless-body or endless-frame (0: every fault word alike, 2 in 31)")
 	fs.Var((*byteSize)(&o.BudgetBytes), "budget", "the gateway's overload.budget_bytes (0: -budget-fraction of the memory limit, else 256MiB)")

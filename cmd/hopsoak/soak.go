@@ -95,6 +95,11 @@ type Options struct {
 // OOM-kill the pod.
 const DefaultRSSCeiling = 512 << 20
 
+// RSSMargin is the share of the ceiling a peak RSS may reach: a pod at
+// its limit is one burst from an OOM kill, so the soak wants a margin
+// (issue 35: at most 90 % of the ceiling).
+const RSSMargin = 0.9
+
 // Report is what a run observed. Violations empty means the soak passed.
 type Report struct {
 	Duration    time.Duration `json:"duration"`
@@ -806,8 +811,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.BudgetLimit, rep.PeakBudgetUsed = budgetLimit.Load(), peakBudget.Load()
 	rep.PeakInFlight, rep.PeakStreams = peakInFl.Load(), peakStreams.Load()
 	rep.BoundInFlight, rep.BoundStreams = boundInFlight.Load(), boundStreams.Load()
-	if rep.RSSCeiling > 0 && rep.PeakRSS > rep.RSSCeiling {
-		rep.violate("rss_ceiling", "peak RSS %d MiB above the ceiling of %d MiB (memory limit %d MiB)", rep.PeakRSS>>20, rep.RSSCeiling>>20, rep.MemoryLimit>>20)
+	if margin := int64(float64(rep.RSSCeiling) * RSSMargin); rep.RSSCeiling > 0 && rep.PeakRSS > margin {
+		rep.violate("rss_ceiling", "peak RSS %d MiB above %.0f %% of the ceiling of %d MiB (%d MiB; memory limit %d MiB)", rep.PeakRSS>>20, RSSMargin*100, rep.RSSCeiling>>20, margin>>20, rep.MemoryLimit>>20)
 	}
 	rep.ErrorLogs = errLogs.Load()
 	if err := goleak.Find(ignore); err != nil {
