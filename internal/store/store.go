@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -99,7 +100,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.db.PingContext(ctx); err != nil {
+	if err := s.ping(ctx); err != nil {
 		s.db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", s.driver, classify(err))
 	}
@@ -108,6 +109,20 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: migrate %s: %w", s.driver, classify(err))
 	}
 	return s, nil
+}
+
+// ping opens the first connection. On SQLite that connection's pragmas
+// switch a new file to WAL, which needs the file to itself: another
+// process (or pool) opening it at the same moment gets SQLITE_BUSY at once,
+// without the busy_timeout wait. Like a migration that met it (migrate),
+// it tries again, a bounded number of times.
+func (s *Store) ping(ctx context.Context) error {
+	for busy := 0; ; busy++ {
+		err := s.db.PingContext(ctx)
+		if err == nil || s.driver != DriverSQLite || busy >= maxMigrateBusy || !errors.Is(classify(err), ErrUnavailable) {
+			return err
+		}
+	}
 }
 
 func openSQLite(cfg Config) (*sql.DB, error) {
