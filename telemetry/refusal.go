@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -39,4 +40,29 @@ func (s *Spans) WalletDenied(ctx context.Context, tenant, reason string, hold in
 	span.SetAttributes(attribute.String(AttrTenant, tenant))
 	span.AddEvent(EventWalletDenied, trace.WithAttributes(
 		attribute.String(AttrWalletReason, reason), attribute.Int64(AttrWalletHold, hold)))
+}
+
+// RateLimit is a tenant limit's refusal (DESIGN.md §16): the window that
+// refused the request, or, under on_store_error: deny, the counter
+// store's error.
+type RateLimit struct {
+	Kind       string // requests or tokens
+	Scope      string // the tenant, or tenant/model
+	Limit      int64
+	RetryAfter time.Duration
+	StoreError error // set: the store failed and the refusal is on_store_error's
+}
+
+// RateLimited records a limit's refusal on the SERVER span of ctx: the
+// store's error, or the event EventRateLimited with the window. The
+// refusal itself (outcome, code, tenant) is Refused's.
+func (s *Spans) RateLimited(ctx context.Context, l *RateLimit) {
+	span := trace.SpanFromContext(ctx)
+	if l.StoreError != nil {
+		span.SetAttributes(attribute.String(AttrRateLimitStoreErr, l.StoreError.Error()))
+		return
+	}
+	span.AddEvent(EventRateLimited, trace.WithAttributes(
+		attribute.String(AttrRateLimitKind, l.Kind), attribute.String(AttrRateLimitScope, l.Scope),
+		attribute.Int64(AttrRateLimitLimit, l.Limit), attribute.Int64(AttrRateLimitRetryMS, l.RetryAfter.Milliseconds())))
 }

@@ -5,9 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/ratelimit"
@@ -40,10 +37,8 @@ func (s *Server) limit(w http.ResponseWriter, r *http.Request, req *dispatch.Req
 		return a.Ticket, true
 	}
 	ctx := r.Context()
-	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(attribute.String(telemetry.AttrTenant, req.Tenant))
 	if a.StoreError != nil {
-		span.SetAttributes(attribute.String(telemetry.AttrRateLimitStoreErr, a.StoreError.Error()))
+		s.tel.Spans.RateLimited(ctx, &telemetry.RateLimit{StoreError: a.StoreError})
 		s.refuseLimit(w, r, req, apierror.EngineOverloaded(
 			"the rate-limit store is unavailable and rate_limits.on_store_error is deny: nothing was sent upstream; retry shortly",
 			rateLimitRetryAfter))
@@ -54,10 +49,7 @@ func (s *Server) limit(w http.ResponseWriter, r *http.Request, req *dispatch.Req
 	if a.Cell.Model != "" {
 		scope += "/" + a.Cell.Model
 	}
-	span.AddEvent(telemetry.EventRateLimited, trace.WithAttributes(
-		attribute.String(telemetry.AttrRateLimitKind, kind), attribute.String(telemetry.AttrRateLimitScope, scope),
-		attribute.Int64(telemetry.AttrRateLimitLimit, a.Cell.Limit),
-		attribute.Int64(telemetry.AttrRateLimitRetryMS, a.State.RetryAfter.Milliseconds())))
+	s.tel.Spans.RateLimited(ctx, &telemetry.RateLimit{Kind: kind, Scope: scope, Limit: a.Cell.Limit, RetryAfter: a.State.RetryAfter})
 	s.tel.Metrics.RateLimited(ctx, req.Model.Name, kind)
 	msg := "rate limit reached for tenant " + req.Tenant
 	if a.Cell.Model != "" {
@@ -79,8 +71,7 @@ func (s *Server) limit(w http.ResponseWriter, r *http.Request, req *dispatch.Req
 // hopgate_requests_total: a rate-limited request is a request the
 // dashboards must see.
 func (s *Server) refuseLimit(w http.ResponseWriter, r *http.Request, req *dispatch.Request, e *apierror.Error) {
-	s.refuse(w, r, req, e)
-	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String(telemetry.AttrOutcome, telemetry.OutcomeRateLimited))
+	s.refuseAs(w, r, req, e, telemetry.OutcomeRateLimited)
 	s.tel.Metrics.Request(r.Context(), req.Model.Name, req.Operation, telemetry.OutcomeRateLimited)
 }
 

@@ -130,12 +130,18 @@ func reservationSizing(req *dispatch.Request) wallet.Sizing {
 
 // refuse writes a wallet refusal with hopgate's headers and its log line.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, req *dispatch.Request, e *apierror.Error) {
+	s.refuseAs(w, r, req, e, e.Code)
+}
+
+// refuseAs is refuse with the outcome the span and the log line say (a
+// limit's refusal is rate_limited, whatever its code).
+func (s *Server) refuseAs(w http.ResponseWriter, r *http.Request, req *dispatch.Request, e *apierror.Error, outcome string) {
 	w.Header().Set("X-Hopgate-Model", req.Model.Name)
-	s.tel.Spans.Refused(r.Context(), &telemetry.Refusal{Outcome: e.Code, Code: e.Code, Tenant: req.Tenant})
+	s.tel.Spans.Refused(r.Context(), &telemetry.Refusal{Outcome: outcome, Code: e.Code, Tenant: req.Tenant})
 	reply(w, r, e)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("model", req.Model.Name),
-		slog.Int("status", e.Status), slog.String("outcome", e.Code), slog.String("code", e.Code),
+		slog.Int("status", e.Status), slog.String("outcome", outcome), slog.String("code", e.Code),
 		slog.String("tenant", req.Tenant))
 }
 
