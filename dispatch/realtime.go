@@ -71,9 +71,16 @@ type session struct {
 
 	// stop ends the session from outside the relay: realtime.max_session.
 	// quit stops the client reader once the session is over.
-	quit      chan struct{}
-	stop      context.Context
-	stopNow   context.CancelCauseFunc
+	quit    chan struct{}
+	stop    context.Context
+	stopNow context.CancelCauseFunc
+	// writes bounds the relay's writes to the client: cancelled finalWrite
+	// after stop, so a write in progress when max_session fires finishes
+	// (coder/websocket closes the socket, close frame and all, when a
+	// write's context ends mid-write) while one blocked on a client that
+	// does not read still ends.
+	writes    context.Context
+	endWrites context.CancelFunc
 	maxTimer  clockwork.Timer
 	committed bool
 	clientEnd bool                 // the client closed, or its socket failed
@@ -136,7 +143,11 @@ func acceptSession(c *call, r *http.Request) bool {
 		maxSession = config.DefaultRealtimeMaxSession
 	}
 	s.stop, s.stopNow = context.WithCancelCause(context.Background())
-	s.maxTimer = c.e.clock.AfterFunc(maxSession, func() { s.stopNow(errMaxSession) })
+	s.writes, s.endWrites = context.WithCancel(context.Background())
+	s.maxTimer = c.e.clock.AfterFunc(maxSession, func() {
+		s.stopNow(errMaxSession)
+		c.e.clock.AfterFunc(finalWrite, s.endWrites)
+	})
 	// The largest event a client may send is the hold's bound: a bigger
 	// one closes its socket with 1009 (message too big).
 	conn.SetReadLimit(s.maxN)
@@ -223,6 +234,7 @@ func (s *session) end(c *call) {
 		s.closeCode = code
 	}
 	s.stopNow(context.Canceled)
+	s.endWrites()
 	for range s.in {
 		// Drain: the reader may be delivering a last event.
 	}

@@ -174,7 +174,7 @@ func (a *rtAttempt) session() *classify.HopError {
 			if !ok {
 				return a.interrupted(upErr)
 			}
-			if s.client.Write(s.stop, m.typ, m.b) != nil {
+			if s.client.Write(s.writes, m.typ, m.b) != nil {
 				s.clientEnd = true
 				closeUp()
 				return nil
@@ -221,7 +221,7 @@ func (a *rtAttempt) commitSession(up *websocket.Conn, held []rtMsg) *classify.Ho
 	c.rw.answered, c.rw.written = true, true
 	c.rw.outcome = c.okOutcome()
 	for _, m := range held {
-		if s.client.Write(s.stop, m.typ, m.b) != nil {
+		if s.client.Write(s.writes, m.typ, m.b) != nil {
 			s.clientEnd = true
 			return nil
 		}

@@ -382,6 +382,8 @@ func TestRealtimeClientNeverReads(t *testing.T) {
 	defer c.CloseNow()
 	g.WaitTimers(1) // max_session (L4 stopped at session.created)
 	g.Clock.Advance(time.Minute)
+	g.WaitTimers(1) // the blocked write's bound (finalWrite)
+	g.Clock.Advance(5 * time.Second)
 	testkit.Recv(t, ended, "the session's end")
 }
 
@@ -396,6 +398,9 @@ func TestRealtimeMaxSessionAndClientClose(t *testing.T) {
 	if ev, _ := readEvent(t, c); ev.Type != "session.created" {
 		t.Fatalf("first event %s", ev.Type)
 	}
+	// The client may read session.created before max_session's timer is
+	// armed: move the clock only once it is (L4 stopped at the commit).
+	g.WaitTimers(1)
 	g.Clock.Advance(time.Minute)
 	if code, ev := closeOf(t, c); code != websocket.StatusNormalClosure || ev != "session_expired" {
 		t.Fatalf("max_session: closed %v after %q", code, ev)
