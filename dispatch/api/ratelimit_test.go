@@ -78,16 +78,27 @@ func TestTenantRPMLimit(t *testing.T) {
 	if n := len(gw.Ups["a"].Log()); n != 2 {
 		t.Fatalf("the upstream saw %d requests, want 2", n)
 	}
-	var outcome string
+	// The SERVER span says the refusal (outcome, code, tenant) and the
+	// window that refused it (the event).
+	attrs, event := map[string]string{}, map[string]string{}
 	for _, s := range gw.Trace(resp.Header.Get("X-Request-Id")) {
 		for _, a := range s.Attributes {
-			if string(a.Key) == telemetry.AttrOutcome {
-				outcome = a.Value.AsString()
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		for _, ev := range s.Events {
+			if ev.Name == telemetry.EventRateLimited {
+				for _, a := range ev.Attributes {
+					event[string(a.Key)] = a.Value.Emit()
+				}
 			}
 		}
 	}
-	if outcome != telemetry.OutcomeRateLimited {
-		t.Errorf("span outcome %q", outcome)
+	if attrs[telemetry.AttrOutcome] != telemetry.OutcomeRateLimited || attrs[telemetry.AttrErrorCode] != "rate_limit_exceeded" || attrs[telemetry.AttrTenant] != "team-a" {
+		t.Errorf("span attributes %v", attrs)
+	}
+	if event[telemetry.AttrRateLimitKind] != "requests" || event[telemetry.AttrRateLimitScope] != "team-a" ||
+		event[telemetry.AttrRateLimitLimit] != "2" || event[telemetry.AttrRateLimitRetryMS] != "30000" {
+		t.Errorf("event %s: %v", telemetry.EventRateLimited, event)
 	}
 	metrics := scrapeMetrics(t, gw)
 	for _, want := range []string{
