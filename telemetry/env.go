@@ -31,7 +31,8 @@ import (
 // timeout, compression) from the process environment itself. Two things
 // are read from the process environment either way: HTTPS_PROXY/NO_PROXY
 // (by the exporter's HTTP transport, as net/http does) and the batch
-// processor's OTEL_BSP_* (by the SDK).
+// processor's OTEL_BSP_* (by the SDK), but OTEL_BSP_MAX_QUEUE_SIZE, which
+// hopgate reads through Getenv to size its export queue (exportqueue.go).
 const (
 	envSDKDisabled       = "OTEL_SDK_DISABLED"
 	envServiceName       = "OTEL_SERVICE_NAME"

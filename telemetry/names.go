@@ -234,6 +234,7 @@ const (
 	TraceDecisionHealthyDrop  = "dropped_healthy"
 	TraceDecisionOverflow     = "overflow_forwarded" // counted per span forwarded early
 	TraceDecisionStaleFlushed = "stale_flushed"      // counted per trace flushed without a local root
+	TraceDecisionQueueFull    = "dropped_queue_full" // counted per span the export queue had no room for (exportqueue.go)
 )
 
 // Request outcomes (values of hopgate.outcome and the requests outcome label).

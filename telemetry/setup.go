@@ -126,8 +126,14 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(sampler)}
 	var fp *failoverProcessor
+	var queue *exportQueue
 	if exp != nil {
-		fp = newFailoverProcessor(sdktrace.NewBatchSpanProcessor(exp), ratio, o.Clock)
+		size, err := exportQueueSize(getenv)
+		if err != nil {
+			return nil, err
+		}
+		queue = newExportQueue(exp, size)
+		fp = newFailoverProcessor(queue, ratio, o.Clock)
 		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(fp))
 	}
 	ringFP := fp
@@ -154,7 +160,7 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 		}
 	}
 	if fp != nil {
-		if err := t.observeSampler(fp); err != nil {
+		if err := t.observeSampler(fp, queue); err != nil {
 			return nil, errors.Join(err, t.Shutdown(ctx))
 		}
 	}
@@ -255,8 +261,9 @@ func healthyExemplarFilter(ratio float64) exemplar.Filter {
 }
 
 // observeSampler exports the tail sampler's decisions as
-// hopgate_trace_decisions_total{decision}.
-func (t *Telemetry) observeSampler(fp *failoverProcessor) error {
+// hopgate_trace_decisions_total{decision}, and the spans the export queue
+// had no room for (exportqueue.go).
+func (t *Telemetry) observeSampler(fp *failoverProcessor, queue *exportQueue) error {
 	meter := t.MeterProvider.Meter(ScopeName)
 	_, err := meter.Int64ObservableCounter(instrumentName(MetricTraceDecisions),
 		metric.WithDescription("Tail sampling decisions: traces kept or dropped, spans forwarded early on overflow."),
@@ -271,6 +278,7 @@ func (t *Telemetry) observeSampler(fp *failoverProcessor) error {
 				{TraceDecisionHealthyDrop, fp.counts.healthyDropped.Load()},
 				{TraceDecisionOverflow, fp.counts.overflow.Load()},
 				{TraceDecisionStaleFlushed, fp.counts.stale.Load()},
+				{TraceDecisionQueueFull, queue.dropped.Load()},
 			} {
 				o.Observe(d.n, metric.WithAttributes(region, attribute.String(LabelTraceDecision, d.name)))
 			}
