@@ -96,10 +96,12 @@ func (l *Limiter) Admit(ctx context.Context, cfg *config.Config, tenant, model s
 	return l.admit(ctx, cfg, tenant, model, tokens, cells, n)
 }
 
-// admit takes the n cells; the cells are a copy (they escape to the
-// counter), so a tenant without limits allocates nothing.
+// admit takes the n cells. The counter is an interface, so the cells it
+// is given escape: they are given as the ticket's own, one allocation per
+// limited request (the ticket), and none for a tenant without limits.
 func (l *Limiter) admit(ctx context.Context, cfg *config.Config, tenant, model string, tokens int64, cells [MaxCells]Cell, n int) Admission {
-	v, err := l.take(ctx, cells[:n])
+	t := &Ticket{l: l, cells: cells, n: n, reserved: tokens}
+	v, err := l.take(ctx, t.cells[:n])
 	if err != nil {
 		decision := cfg.RateLimits.OnStoreError
 		l.tel.Metrics.RateLimitStoreError(ctx, decision)
@@ -118,7 +120,7 @@ func (l *Limiter) admit(ctx context.Context, cfg *config.Config, tenant, model s
 		a.Cell, a.State = cells[v.Denied], v.States[v.Denied]
 		return a
 	}
-	a.Ticket = &Ticket{l: l, cells: cells, n: n, reserved: tokens}
+	a.Ticket = t
 	return a
 }
 
