@@ -93,6 +93,19 @@ type sample struct {
 	elapsed      time.Duration
 	lat          []time.Duration // successful requests only, sorted
 	errors       map[string]int
+	// cpu is the CPU time the target's process ran during the turn (0:
+	// not measured, the target is not one process of ours).
+	cpu time.Duration
+}
+
+// cpuPerReq is the target process's CPU time per successful request, in
+// µs: on a machine where the load generator and the target share the
+// cores, a steadier measure of a component's cost than req/s.
+func cpuPerReq(s sample) float64 {
+	if s.cpu <= 0 || s.ok == 0 {
+		return math.NaN()
+	}
+	return float64(s.cpu.Nanoseconds()) / 1e3 / float64(s.ok)
 }
 
 func (s sample) rps() float64 {

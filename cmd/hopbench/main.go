@@ -646,7 +646,16 @@ func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round i
 				wait = hook(r, t, w.o.duration)
 			}
 			scraped := w.scrapeDuring(t, w.o.duration)
+			cpu0, cpuErr := int64(0), error(nil)
+			if t.pid > 0 {
+				cpu0, cpuErr = cpuNS(t.pid)
+			}
 			s := attack(t, wl, m, w.o.duration)
+			if t.pid > 0 && cpuErr == nil {
+				if cpu1, err := cpuNS(t.pid); err == nil {
+					s.cpu = time.Duration(cpu1 - cpu0)
+				}
+			}
 			scraped()
 			if wait != nil {
 				wait()

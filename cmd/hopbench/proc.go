@@ -145,6 +145,35 @@ func rssKiB(pid int) (int64, error) {
 	return 0, errors.New("no VmRSS in /proc/" + strconv.Itoa(pid) + "/status")
 }
 
+// cpuNS is the CPU time pid's threads have run, in nanoseconds: the sum
+// of the first field of /proc/PID/task/*/schedstat (the scheduler's own
+// clock, not the 10 ms ticks of /proc/PID/stat). A thread that exited is
+// no longer counted; a Go process keeps its threads.
+func cpuNS(pid int) (int64, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread exited between the two reads
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s/%s/schedstat: %w", dir, t.Name(), err)
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
 // freePort reserves an ephemeral loopback port for a process that cannot
 // report the one it bound (node). The gap until it binds is a small race.
 func freePort() (int, error) {
