@@ -191,7 +191,7 @@ func TestResponsesSDKFailsOverToClaude(t *testing.T) {
 	})
 }
 
-// droppedOn is hopgate.translation.dropped of the trace's hop on channel.
+// droppedOn is hopgate.translate.dropped of the trace's hop on channel.
 func droppedOn(t *testing.T, h *gwtest.Gateway, traceID, channel string) string {
 	t.Helper()
 	for _, s := range h.Trace(traceID) {

@@ -59,7 +59,7 @@ const (
 	// AttrTranslationDropped lists the request fields a cross-family hop
 	// could not express (JSON paths), AttrBetaDropped the anthropic-beta
 	// values a cloud's allow-list refused (DESIGN.md §8).
-	AttrTranslationDropped = "hopgate.translation.dropped"
+	AttrTranslationDropped = "hopgate.translate.dropped"
 	AttrBetaDropped        = "hopgate.anthropic_beta.dropped"
 	// AttrTimedOut marks a root span whose request met a timer that did not
 	// fail it (the stream gate committing on timeout): such a trace is kept
