@@ -1,0 +1,114 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hopgate/hopgate/internal/testkit/gwtest"
+)
+
+// benchFrames is hopbench's chat stream: a role chunk, 50 content chunks,
+// the finish chunk and [DONE], in OpenAI's shape.
+func benchFrames() [][]byte {
+	chunk := func(delta, finish string) []byte {
+		return fmt.Appendf(nil, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,`+
+			`"model":"bench","choices":[{"index":0,"delta":%s,"logprobs":null,"finish_reason":%s}]}`+"\n\n", delta, finish)
+	}
+	frames := [][]byte{chunk(`{"role":"assistant","content":""}`, "null")}
+	for i := 1; i <= 50; i++ {
+		frames = append(frames, chunk(fmt.Sprintf(`{"content":"tok%d "}`, i), "null"))
+	}
+	return append(frames, chunk(`{}`, `"stop"`), []byte("data: [DONE]\n\n"))
+}
+
+// streamUpstream answers every request with the bench stream: all of it in
+// one write and one flush (burst), or a write and a flush per frame.
+type streamUpstream struct {
+	frames [][]byte
+	burst  bool
+}
+
+func (u streamUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	if u.burst {
+		_, _ = w.Write(bytes.Join(u.frames, nil))
+		_ = rc.Flush()
+		return
+	}
+	for _, f := range u.frames {
+		if _, err := w.Write(f); err != nil {
+			return
+		}
+		_ = rc.Flush()
+	}
+}
+
+// BenchmarkBurstStream is hopbench's stream-50-frames-burst and
+// stream-50-frames workloads in one process: the same 52-frame chat stream,
+// written by the upstream at once (burst) or frame by frame, read directly,
+// through a bare httputil.ReverseProxy and through the gateway (real clock,
+// spans to a discarding OTLP sink), 16 clients per core. cpu-µs/op is the
+// whole process's CPU per stream; gateway minus proxy is what hopgate adds
+// per stream (docs/performance.md, issue 34).
+func BenchmarkBurstStream(b *testing.B) {
+	sink := httptest.NewServer(&otlpSink{})
+	b.Cleanup(sink.Close)
+	frames := benchFrames()
+	want := len(bytes.Join(frames, nil))
+	for _, burst := range []bool{true, false} {
+		up := streamUpstream{frames: frames, burst: burst}
+		h := gwtest.NewWith(b, gwtest.Options{
+			Custom:  map[string]http.Handler{"a": up, "b": up},
+			Clock:   clockwork.NewRealClock(),
+			OTELEnv: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": sink.URL},
+			Logger:  quiet,
+		}, twoChannels("m", "m", ""))
+		proxyURL := bareProxy(b, h.Config.Channel("b").BaseURL)
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+		b.Cleanup(client.CloseIdleConnections)
+		body := chat(true)
+		shape := "burst"
+		if !burst {
+			shape = "per-frame"
+		}
+		for _, path := range []struct{ name, url string }{
+			{"direct", h.Config.Channel("b").BaseURL + "/chat/completions"},
+			{"proxy", proxyURL},
+			{"gateway", h.URL + "/v1/chat/completions"},
+		} {
+			b.Run(shape+"/"+path.name, func(b *testing.B) {
+				b.ReportAllocs()
+				cpu0 := processCPU()
+				defer func() { b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op") }()
+				b.SetParallelism(16)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						req, _ := http.NewRequest(http.MethodPost, path.url, strings.NewReader(body))
+						req.Header.Set("Content-Type", "application/json")
+						req.Header.Set("Authorization", "Bearer "+channelKey)
+						resp, err := client.Do(req)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						n, _ := io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusOK || n != int64(want) {
+							b.Errorf("status %d, %d bytes (want %d)", resp.StatusCode, n, want)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
