@@ -11,6 +11,9 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/hopgate/hopgate/dispatch"
+	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
@@ -111,4 +114,85 @@ func BenchmarkBurstStream(b *testing.B) {
 			})
 		}
 	}
+}
+
+// burstTransport answers every hop with the bench stream from memory, in
+// reads of at most 4 KiB (what net/http's transport hands over from its
+// buffer), so BenchmarkPumpBurst measures the gateway's own work per
+// stream without sockets or other goroutines.
+type burstTransport struct{ stream []byte }
+
+func (t burstTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "text/event-stream")
+	return &http.Response{StatusCode: http.StatusOK, Header: h, Body: io.NopCloser(&pieces{b: t.stream, n: 4096}), Request: r}, nil
+}
+
+// pieces reads b in reads of at most n bytes.
+type pieces struct {
+	b []byte
+	n int
+}
+
+func (p *pieces) Read(b []byte) (int, error) {
+	if len(p.b) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(b[:min(len(b), p.n)], p.b)
+	p.b = p.b[k:]
+	return k, nil
+}
+
+// discardWriter is a client that takes every byte at once.
+type discardWriter struct {
+	h       http.Header
+	n       int
+	flushes int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) WriteHeader(int)             {}
+func (w *discardWriter) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
+func (w *discardWriter) Flush()                      { w.flushes++ }
+
+// BenchmarkPumpBurst is one burst stream through the engine alone (Start,
+// Pump, End) from an in-memory upstream to a discarding client: the
+// gateway's own CPU per burst stream, steadier on a shared machine than
+// the end-to-end BenchmarkBurstStream.
+func BenchmarkPumpBurst(b *testing.B) {
+	stream := bytes.Join(benchFrames(), nil)
+	cfg, err := config.Parse([]byte(`
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "http://127.0.0.1:9/v1"}
+models:
+  - name: m
+    chain: [{channel: a, upstream_model: m}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	fields, err := reqbody.Parse(body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := dispatch.New(dispatch.Options{Transport: burstTransport{stream: stream}})
+	b.ReportAllocs()
+	var flushes int
+	for b.Loop() {
+		w := &discardWriter{h: http.Header{}}
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		a := e.Start(w, r, &dispatch.Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat, Path: "/chat/completions", Body: body, Fields: fields, Stream: true})
+		res := a.End()
+		if res.Outcome != dispatch.OutcomeOK || w.n != len(stream) {
+			b.Fatalf("outcome %q, %d bytes of %d", res.Outcome, w.n, len(stream))
+		}
+		flushes += w.flushes
+	}
+	b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
 }
