@@ -55,6 +55,26 @@ func (u streamUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// postDrain posts body to url as a bench client and reads the whole
+// answer; false (after reporting it) unless it is a 200 of want bytes.
+func postDrain(b *testing.B, client *http.Client, url, body string, want int) bool {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+channelKey)
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Error(err)
+		return false
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || n != int64(want) {
+		b.Errorf("status %d, %d bytes (want %d)", resp.StatusCode, n, want)
+		return false
+	}
+	return true
+}
+
 // BenchmarkBurstStream is hopbench's stream-50-frames-burst and
 // stream-50-frames workloads in one process: the same 52-frame chat stream,
 // written by the upstream at once (burst) or frame by frame, read directly,
@@ -95,18 +115,7 @@ func BenchmarkBurstStream(b *testing.B) {
 				b.SetParallelism(16)
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						req, _ := http.NewRequest(http.MethodPost, path.url, strings.NewReader(body))
-						req.Header.Set("Content-Type", "application/json")
-						req.Header.Set("Authorization", "Bearer "+channelKey)
-						resp, err := client.Do(req)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						n, _ := io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if resp.StatusCode != http.StatusOK || n != int64(want) {
-							b.Errorf("status %d, %d bytes (want %d)", resp.StatusCode, n, want)
+						if !postDrain(b, client, path.url, body, want) {
 							return
 						}
 					}
