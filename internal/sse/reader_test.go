@@ -301,7 +301,45 @@ func FuzzReader(f *testing.F) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("input %q\n got %v\nwant %v", in, got, want)
 		}
+		checkRuns(t, in, split, want)
 	})
+}
+
+// checkRuns reads in as a proxy joining runs does (Extend after every
+// frame, the run written out before a read, as the pump flushes when
+// Buffered is false): what it writes must be the frames' bytes in order,
+// so no run may join bytes across a read that moved the buffer.
+func checkRuns(t *testing.T, in []byte, split uint16, want []wantFrame) {
+	var src io.Reader = bytes.NewReader(in)
+	if split > 0 && int(split) < len(in) {
+		src = io.MultiReader(iotest.HalfReader(bytes.NewReader(in[:split])), bytes.NewReader(in[split:]))
+	}
+	rd := NewReader(src, 64)
+	var out, run []byte
+	for {
+		if !rd.Buffered() {
+			out, run = append(out, run...), nil
+		}
+		fr, err := rd.Next()
+		if len(fr.Raw) > 0 {
+			if j, ok := rd.Extend(run, fr.Raw); ok {
+				run = j
+			} else {
+				t.Fatalf("frame %q not joined to the run of its read", fr.Raw)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	out = append(out, run...)
+	var all []byte
+	for _, w := range want {
+		all = append(all, w.raw...)
+	}
+	if !bytes.Equal(out, all) {
+		t.Fatalf("input %q: runs wrote %q, want %q", in, out, all)
+	}
 }
 
 // A limit smaller than a BOM must still make progress, not spin on a full buffer.
