@@ -343,23 +343,7 @@ func benchCompletion(b *testing.B, parallelism int) {
 			// each adds.
 			cpu0 := processCPU()
 			defer func() { b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op") }()
-			do := func() bool {
-				req, _ := http.NewRequest(http.MethodPost, path.url, strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer "+channelKey)
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Error(err)
-					return false
-				}
-				n, _ := io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK || n != int64(len(completion1KB)) {
-					b.Errorf("status %d, %d bytes", resp.StatusCode, n)
-					return false
-				}
-				return true
-			}
+			do := func() bool { return postDrain(b, client, path.url, body, len(completion1KB)) }
 			if parallelism == 0 {
 				for i := 0; i < b.N && do(); i++ {
 				}

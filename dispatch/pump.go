@@ -69,18 +69,21 @@ func (s *Answer) Pump() {
 		s.done = true
 		return
 	}
+	s.c.rw.joinRuns(s.rd) // the reader is the pump's now (runs.go)
 	for {
-		if s.c.rw.pending && !s.rd.Buffered() {
+		read := !s.rd.Buffered() // the next frame needs a read
+		if read && s.c.rw.pending {
 			// Nothing more has arrived: the client gets what we have now.
 			if s.flush() {
 				break
 			}
 		}
 		f, err := s.rd.Next()
-		if s.step(&f, err) {
+		if s.step(&f, err, read) {
 			break
 		}
 	}
+	s.c.rw.stopRuns()
 	s.done = true
 }
 
@@ -98,19 +101,26 @@ func (s *Answer) begin() bool {
 	feed := s.feed
 	s.feed = nil // an open stream keeps no part of the reader goroutine
 	if feed.awaiting {
+		// The reader stopped after the decisive frame: the loop flushes
+		// the commit as soon as no further frame is buffered, so a burst
+		// sends it with the frames after it in one write.
 		feed.handOver()
 		return false
 	}
+	// The reader is in a read that may block: the commit goes now.
+	_ = s.c.rw.flush()
 	return s.first(feed)
 }
 
-// writeCommit writes the held frames and the decisive one, and flushes:
-// a client already gone is seen by the first flush of the loop.
+// writeCommit writes the held frames and the decisive one without
+// flushing (begin or the loop flushes them): a client already gone is
+// seen by the first flush.
 func (s *Answer) writeCommit() {
 	c := s.c
 	held, decisive := s.held, s.decisive
 	s.held, s.decisive = nil, nil
 	defer s.hold.Release()
+	c.rw.pending = true // the status line and headers at least
 	for _, f := range held {
 		if c.rw.write(f) != nil {
 			return
@@ -119,11 +129,9 @@ func (s *Answer) writeCommit() {
 	if decisive != nil {
 		s.a.note(decisive)
 		if len(decisive.raw) > 0 {
-			_ = c.rw.frame(decisive.raw)
-			return
+			_ = c.rw.write(decisive.raw)
 		}
 	}
-	_ = c.rw.flush()
 }
 
 // first passes on the frame the gate's reader was reading when the gate
@@ -154,13 +162,13 @@ func (s *Answer) flush() bool {
 	return false
 }
 
-// step passes on what the last read returned (frame f or err); true when
-// the stream ended.
+// step passes on what the last read returned (frame f or err; read: it
+// came from a read, not from the buffer); true when the stream ended.
 //
 //go:noinline
-func (s *Answer) step(f *sse.Frame, err error) bool {
+func (s *Answer) step(f *sse.Frame, err error, read bool) bool {
 	var it frameItem
-	readItem(&it, s.a.codec, f, err, &s.idle)
+	readItem(&it, s.a.codec, f, err, &s.idle, read)
 	herr, end := s.a.afterCommit(&it)
 	s.err = herr
 	return end
@@ -175,6 +183,7 @@ func (s *Answer) unwind() {
 		return
 	}
 	s.ended = true
+	s.c.rw.join, s.c.rw.run = nil, nil
 	s.c.e.streams.remove(s)
 	s.idle.stop()
 	s.hold.Release()

@@ -42,6 +42,11 @@ type responder struct {
 	keepText  bool   // the delivered text is kept (mid_stream: resume)
 	delivered []byte // that text
 	pending   bool   // frames written but not flushed yet
+	// run is frames passed on but not yet written: consecutive bytes of
+	// the stream reader's buffer, written at once before the next write,
+	// flush or read (runs.go); join extends it (nil: each write goes out).
+	run  []byte
+	join func(run, raw []byte) ([]byte, bool)
 	// answered: an upstream answer was committed (what a wallet charges);
 	// counted is what it delivered so far.
 	answered bool
@@ -166,8 +171,12 @@ func (r *responder) setGatewayHeaders(g *gatewayHeaders) {
 	}
 }
 
-// write writes bytes of the answer without flushing.
+// write writes bytes of the answer without flushing: a frame that
+// continues the run is only added to it.
 func (r *responder) write(b []byte) error {
+	if r.queue(b) {
+		return nil
+	}
 	_, err := r.w.Write(b)
 	return err
 }
@@ -175,6 +184,9 @@ func (r *responder) write(b []byte) error {
 // flush sends what was written.
 func (r *responder) flush() error {
 	r.pending = false
+	if err := r.writeRun(); err != nil {
+		return err
+	}
 	return r.rc.Flush()
 }
 

@@ -363,7 +363,8 @@ func (a *attempt) pass(rd frameSource, handle frameHandler) *classify.HopError {
 	idle.arm(a)
 	defer idle.stop()
 	for {
-		if c.rw.pending && !rd.Buffered() {
+		read := !rd.Buffered() // the next frame needs a read
+		if read && c.rw.pending {
 			// Nothing more has arrived: the client gets what we have now.
 			if c.rw.flush() != nil {
 				return a.clientGone()
@@ -371,7 +372,7 @@ func (a *attempt) pass(rd frameSource, handle frameHandler) *classify.HopError {
 		}
 		f, err := rd.Next()
 		var it frameItem
-		readItem(&it, a.codec, &f, err, &idle)
+		readItem(&it, a.codec, &f, err, &idle, read)
 		if err, end := handle(&it); end {
 			return err
 		}
@@ -379,12 +380,16 @@ func (a *attempt) pass(rd frameSource, handle frameHandler) *classify.HopError {
 }
 
 // readItem makes one read of a committed stream (frame f, or err) a frame
-// for the client in it: the codec's bytes and what the frame says; each
-// frame re-arms the idle timer.
-func readItem(it *frameItem, k codec, f *sse.Frame, err error, idle *idleTimer) {
+// for the client in it: the codec's bytes and what the frame says. A frame
+// that came from a read (read) re-arms the idle timer; one that was
+// already buffered arrived with an earlier frame, which did, and nothing
+// blocked since: a burst of fifty frames re-arms it once, not fifty times.
+func readItem(it *frameItem, k codec, f *sse.Frame, err error, idle *idleTimer, read bool) {
 	*it = frameItem{err: err}
 	if err == nil {
-		idle.reset()
+		if read {
+			idle.reset()
+		}
 		it.raw, it.info = k.frame(*f)
 		it.text = it.info.Text
 		it.textLen = len(it.info.Text)
@@ -392,7 +397,8 @@ func readItem(it *frameItem, k codec, f *sse.Frame, err error, idle *idleTimer) 
 }
 
 // idleTimer is a committed stream's stream_idle_timeout: it ends a blocked
-// read by cancelling the hop, and every frame re-arms it.
+// read by cancelling the hop, and every read that brings a frame re-arms
+// it.
 type idleTimer struct {
 	t clockwork.Timer // nil: no idle timeout
 	d time.Duration

@@ -17,13 +17,16 @@ const DefaultMaxFrame = 1 << 20
 
 const (
 	initialBuf = 1 << 10 // grows on demand; most frames are a few hundred bytes
-	// burstBuf bounds the growth of a reader whose reads keep filling its
-	// buffer: an upstream writing frames faster than one read takes them
-	// (a burst). Each read that fills the room it was given doubles the
-	// buffer up to here, so a burst is taken in a few reads and a proxy
-	// flushing when no complete frame is buffered (Buffered) flushes a
-	// few times, not once per kilobyte. A stream of one frame per write
-	// never fills its buffer and stays at initialBuf.
+	// burstBuf is the buffer of a reader whose read filled the room it
+	// was given: an upstream writing frames faster than one read takes
+	// them (a burst). The buffer grows to burstBuf at once, not by
+	// doubling, so the rest of a burst is taken in one or two reads (the
+	// transport's own 4 KiB buffer hands over what it holds, then a read
+	// of at least its size goes to the socket directly), and a proxy
+	// flushing when no complete frame is buffered (Buffered) flushes that
+	// many times; doubling took 1, 2, 4 and 8 KiB reads and allocated
+	// each. A stream of one frame per write never fills its buffer and
+	// stays at initialBuf.
 	burstBuf = 16 << 10
 	// maxInterned bounds the event-name cache, so a hostile upstream sending a
 	// new event name per frame cannot grow memory; past it names allocate.
@@ -205,6 +208,10 @@ func lineBreak(b []byte) int {
 // buffer never exceeds maxFrame+1 bytes (one extra byte to see whether a
 // trailing CR is followed by LF).
 func (r *Reader) fill() {
+	// A read that filled its room and brought whole frames (some were
+	// taken since) is a burst; one that filled it with part of one large
+	// frame only doubles the buffer.
+	burst := r.full && r.start > 0
 	if r.start > 0 && (r.start == r.end || r.end == len(r.buf)) {
 		r.end = copy(r.buf, r.buf[r.start:r.end])
 		r.start = 0
@@ -213,6 +220,9 @@ func (r *Reader) fill() {
 	limit := max(r.maxFrame+1, len(bom))
 	if r.end == len(r.buf) || r.full && len(r.buf) < min(burstBuf, limit) {
 		n := max(2*len(r.buf), initialBuf)
+		if burst {
+			n = max(n, burstBuf) // take the rest of it at once
+		}
 		n = min(n, limit)
 		nb := make([]byte, n)
 		// Offsets (scanned, lineStart) are from start: moving the bytes to
@@ -311,6 +321,30 @@ func (r *Reader) intern(b []byte) string {
 		r.events[s] = s
 	}
 	return s
+}
+
+// Extend returns run and raw as one slice of the reader's buffer when raw
+// is the frame Next returned last and run (if not empty) is the bytes
+// just before it there, as the frames before it were; ok is false
+// otherwise. A proxy writes such a run of frames with one write instead
+// of one per frame. The slice is valid as long as raw is: only until the
+// next call to Next that reads (Buffered is false) or to Reset.
+func (r *Reader) Extend(run, raw []byte) (joined []byte, ok bool) {
+	n := len(raw)
+	if n == 0 || n > r.start || r.start > len(r.buf) {
+		return nil, false
+	}
+	s := r.start - n
+	if &r.buf[s] != &raw[0] {
+		return nil, false // not the last frame: another buffer, or an older frame
+	}
+	if m := len(run); m > 0 {
+		if m > s || &r.buf[s-m] != &run[0] {
+			return nil, false
+		}
+		s -= m
+	}
+	return r.buf[s:r.start:r.start], true
 }
 
 // Buffered reports whether a complete frame is already buffered, so that

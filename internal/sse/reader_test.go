@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -300,7 +301,45 @@ func FuzzReader(f *testing.F) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("input %q\n got %v\nwant %v", in, got, want)
 		}
+		checkRuns(t, in, split, want)
 	})
+}
+
+// checkRuns reads in as a proxy joining runs does (Extend after every
+// frame, the run written out before a read, as the pump flushes when
+// Buffered is false): what it writes must be the frames' bytes in order,
+// so no run may join bytes across a read that moved the buffer.
+func checkRuns(t *testing.T, in []byte, split uint16, want []wantFrame) {
+	var src io.Reader = bytes.NewReader(in)
+	if split > 0 && int(split) < len(in) {
+		src = io.MultiReader(iotest.HalfReader(bytes.NewReader(in[:split])), bytes.NewReader(in[split:]))
+	}
+	rd := NewReader(src, 64)
+	var out, run []byte
+	for {
+		if !rd.Buffered() {
+			out, run = append(out, run...), nil
+		}
+		fr, err := rd.Next()
+		if len(fr.Raw) > 0 {
+			if j, ok := rd.Extend(run, fr.Raw); ok {
+				run = j
+			} else {
+				t.Fatalf("frame %q not joined to the run of its read", fr.Raw)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	out = append(out, run...)
+	var all []byte
+	for _, w := range want {
+		all = append(all, w.raw...)
+	}
+	if !bytes.Equal(out, all) {
+		t.Fatalf("input %q: runs wrote %q, want %q", in, out, all)
+	}
 }
 
 // A limit smaller than a BOM must still make progress, not spin on a full buffer.
@@ -372,34 +411,47 @@ func TestReaderBuffered(t *testing.T) {
 }
 
 // TestReaderTakesABurstInFewReads: when the upstream wrote a whole stream
-// at once, each read that fills the buffer doubles it (up to burstBuf), so
-// a proxy that flushes whenever no complete frame is buffered flushes a
-// few times per burst, not once per kilobyte; a stream of one frame per
-// read never grows its buffer.
+// at once, a read that fills the buffer with whole frames grows it to
+// burstBuf at once, so a proxy that flushes whenever no complete frame is
+// buffered flushes once or twice per burst, not once per kilobyte (or once
+// per doubling); a stream of one frame per read never grows its buffer,
+// and one large frame only doubles it.
 func TestReaderTakesABurstInFewReads(t *testing.T) {
 	frame := "data: " + strings.Repeat("x", 180) + "\n\n"
 	burst := strings.Repeat(frame, 50) // 9.4 KB in one write
+	big := "data: " + strings.Repeat("y", 1500) + "\n\n"
 	for _, tc := range []struct {
 		name       string
 		reads      []string
+		transport  bool // behind a 4 KiB bufio.Reader, as net/http's transport reads
+		want       string
 		maxFlushes int // times Buffered is false before the end
 		maxBuf     int
 	}{
-		// Why: 1+2+4+8 KiB reads take 9.4 KB; without growth it took ten.
-		{"a burst", []string{burst}, 4, burstBuf},
+		// Why: 1 KiB, then the other 8.4 KB in one read; doubling took four.
+		{"a burst", []string{burst}, false, frame, 2, burstBuf},
+		// Why: the transport hands over the 3 KiB it holds, then a read of
+		// 16 KiB goes to the socket; doubling took 1, 2, 1, then 4 KiB reads.
+		{"a burst through the transport", []string{burst}, true, frame, 3, burstBuf},
 		// Why: an idle or steady stream keeps its small buffer.
-		{"one frame per read", slices.Repeat([]string{frame}, 50), 50, initialBuf},
+		{"one frame per read", slices.Repeat([]string{frame}, 50), false, frame, 50, initialBuf},
+		// Why: a frame longer than the buffer is not a burst: it doubles.
+		{"large frames", slices.Repeat([]string{big}, 50), false, big, 50, 2 * initialBuf},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := chunks(slices.Clone(tc.reads))
-			rd := NewReader(&src, 0)
+			var in io.Reader = &src
+			if tc.transport {
+				in = bufio.NewReaderSize(in, 4096)
+			}
+			rd := NewReader(in, 0)
 			flushes, frames := 0, 0
 			for {
 				f, err := rd.Next()
 				if errors.Is(err, io.EOF) {
 					break
 				}
-				if err != nil || string(f.Raw) != frame {
+				if err != nil || string(f.Raw) != tc.want {
 					t.Fatalf("frame %d: %q, %v", frames, f.Raw, err)
 				}
 				frames++
@@ -407,9 +459,54 @@ func TestReaderTakesABurstInFewReads(t *testing.T) {
 					flushes++
 				}
 			}
-			if frames != 50 || flushes > tc.maxFlushes || len(rd.buf) > tc.maxBuf {
+			if frames != len(tc.reads)*strings.Count(tc.reads[0], tc.want) || flushes > tc.maxFlushes || len(rd.buf) > tc.maxBuf {
 				t.Fatalf("%d frames, %d flushes (want ≤ %d), buffer %d bytes (want ≤ %d)", frames, flushes, tc.maxFlushes, len(rd.buf), tc.maxBuf)
 			}
 		})
+	}
+}
+
+// TestReaderExtend: Extend joins a frame to the run only when both are the
+// reader's bytes, one right after the other, and the frame is the last one
+// Next returned; a copy of the same bytes, an older frame or a gap is not
+// joined (the proxy writes it on its own).
+func TestReaderExtend(t *testing.T) {
+	frame := "data: x\n\n"
+	rd := NewReader(strings.NewReader(frame+frame+frame+"data: y"), 0)
+	f1, _ := rd.Next()
+	if run, ok := rd.Extend(nil, f1.Raw); !ok || string(run) != frame {
+		t.Fatalf("the last frame alone: %q, %v", run, ok)
+	}
+	copied := bytes.Clone(f1.Raw)
+	if _, ok := rd.Extend(nil, copied); ok {
+		t.Fatal("a copy of the frame's bytes joined as if it were the reader's")
+	}
+	rd = NewReader(strings.NewReader(frame+frame+frame+"data: y"), 0)
+	a, _ := rd.Next()
+	b, _ := rd.Next()
+	run, ok := rd.Extend(a.Raw, b.Raw)
+	if !ok || string(run) != frame+frame {
+		t.Fatalf("two adjacent frames: %q, %v", run, ok)
+	}
+	if _, ok := rd.Extend(nil, a.Raw); ok {
+		t.Fatal("an older frame joined as the last one")
+	}
+	c, _ := rd.Next()
+	if _, ok := rd.Extend(a.Raw, c.Raw); ok {
+		t.Fatal("frames with a frame between them joined")
+	}
+	if _, ok := rd.Extend(copied, c.Raw); ok {
+		t.Fatal("a run outside the reader's buffer joined")
+	}
+	if run, ok := rd.Extend(run, c.Raw); !ok || string(run) != frame+frame+frame {
+		t.Fatalf("a run of three: %q, %v", run, ok)
+	}
+	// The unterminated tail of the stream is a frame too.
+	d, err := rd.Next()
+	if run, ok := rd.Extend(c.Raw, d.Raw); err == nil || !ok || string(run) != frame+"data: y" {
+		t.Fatalf("the tail: %q, %v (%v)", run, ok, err)
+	}
+	if _, ok := rd.Extend(nil, nil); ok {
+		t.Fatal("an empty frame joined")
 	}
 }
