@@ -40,8 +40,9 @@ type MessagesToResponsesStream struct {
 	items    []respItemOut
 	usage    anUsage
 	ev       anEvent
+	evs      eventStore // what a fast-read ev points to
 	scratch  []byte
-	slow     bool // tests: never take the fast path
+	slow     bool // tests: never take the fast paths
 }
 
 // respBlockState maps an Anthropic content block to its output item.
@@ -74,12 +75,15 @@ func (s *MessagesToResponsesStream) Event(dst []byte, name string, data []byte) 
 	}
 	ev := &s.ev
 	*ev = anEvent{}
-	if err := json.Unmarshal(data, ev); err != nil {
-		if name == "error" {
-			msg, _, _, _, _ := parseError(data) // a Bedrock exception event, or text
-			return dst, gate.Info{Kind: gate.Error, ErrorMessage: truncateMessage(msg)}
+	if s.slow || !readFastEvent(data, ev, &s.evs) {
+		*ev = anEvent{}
+		if err := json.Unmarshal(data, ev); err != nil {
+			if name == "error" {
+				msg, _, _, _, _ := parseError(data) // a Bedrock exception event, or text
+				return dst, gate.Info{Kind: gate.Error, ErrorMessage: truncateMessage(msg)}
+			}
+			return dst, gate.Info{Kind: gate.Malformed}
 		}
-		return dst, gate.Info{Kind: gate.Malformed}
 	}
 	typ := ev.Type
 	if typ == "" {

@@ -1,0 +1,171 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// fastEventSeeds are the shapes readFastEvent must read as encoding/json
+// does, and the ones it must leave to it.
+var fastEventSeeds = []string{
+	`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":5,"cache_creation":{"ephemeral_5m_input_tokens":0},"output_tokens":1,"service_tier":"standard"}}}`,
+	`{"type":"message_start","message":{"id":"msg_\u00e9\"","model":"cl\\aude","content":[ ],"usage":{"input_tokens":null,"output_tokens_details":{"thinking_tokens":4}}}}`,
+	`{"type":"message_start","message":{"id":"msg_1","content":[{"type":"text","text":"x"}]}}`,
+	`{"type":"message_start","message":{"id":"msg_1","error":{"type":"e","message":"m"}}}`,
+	`{"type":"message_start","message":null}`,
+	`{"type":"message_start","message":{"id":1}}`,
+	`{"type":"message_start","message":{"ID":"upper"}}`,
+	`{"type":"message_start","message":{"id":"a","id":"b"}}`,
+	`{"type":"message_start","message":{"usage":{"input_tokens":1.5}}}`,
+	`{"type":"message_start","message":{"usage":{"input_tokens":12345678901}}}`,
+	`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}              }`,
+	`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{"a": [1, {"b":null}]}}}`,
+	`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
+	`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","input":null}}`,
+	`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","input":"{}"}}`,
+	`{"type":"content_block_start","index":-3,"content_block":{"type":"redacted_thinking","data":"x"}}`,
+	`{"type":"content_block_start","index":"0","content_block":{"type":"text"}}`,
+	`{"type":"content_block_stop","index":1         }`,
+	`{"type":"content_block_stop","index":00}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"x"}}}`,
+	`{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":397,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":89}}`,
+	`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":91,"output_tokens_details":{"thinking_tokens":60,"other":1}}}`,
+	`{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":null,"output_tokens_details":null}}`,
+	`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1,"output_tokens":2}}`,
+	`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens_details":{"thinking_tokens":"1"}}}`,
+	`{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":310,"outputTokenCount":48}}`,
+	`{"type": "ping"}`,
+	`{"type":"message_stop"} x`,
+	`{"type":"message_stop"`,
+	`{"type":"message_stop","type":"ping"}`,
+	`{"type":"message_delta","delta":{"type":"a"},"delta":{"stop_reason":"end_turn"}}`,
+	`{"type":"message_start","message":{"usage":{"input_tokens":1}},"message":{"id":"m"}}`,
+	`{"typ\u0065":"ping"}`,
+	"{\"type\":\"ping\",\"typeſ\":1,\"\xff\":2}",
+	"{\"type\":\"text\xff\xfe\"}",
+	`{"type":"ping","index":1,"Index":2}`,
+	`{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`,
+	`[]`,
+	``,
+	`null`,
+}
+
+// Whatever the bytes, an event readFastEvent reads is the event
+// json.Unmarshal decodes, field for field (else the fast path would
+// translate some upstream event differently from the general one).
+func FuzzFastEvent(f *testing.F) {
+	for _, s := range fastEventSeeds {
+		f.Add([]byte(s))
+	}
+	for _, name := range []string{"tool_use", "thinking_cache", "bedrock_no_tool_args", "after_tool_result"} {
+		for _, fr := range sseEvents(f, readFileF(f, "stream_tochat/"+name+".sse")) {
+			f.Add(fr.Data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast anEvent
+		var st eventStore
+		if !readFastEvent(data, &fast, &st) {
+			return
+		}
+		var slow anEvent
+		if err := json.Unmarshal(data, &slow); err != nil {
+			t.Fatalf("read %q, which encoding/json refuses: %v", data, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q:\nfast %s\nslow %s", data, dumpEvent(fast), dumpEvent(slow))
+		}
+	})
+}
+
+func dumpEvent(ev anEvent) string {
+	b, _ := json.Marshal(ev)
+	return string(b)
+}
+
+func readFileF(f *testing.F, path string) []byte {
+	f.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", path))
+	if err != nil {
+		f.Fatal(err)
+	}
+	return raw
+}
+
+// Every event of the recorded streams that is not a text delta is read by
+// readFastEvent (else the benchmarks measure encoding/json and
+// FuzzFastEvent tests nothing the streams send); errors are left to the
+// general path.
+func TestFastEventIsTaken(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "stream_tochat", "*.sse"))
+	if err != nil || len(files) == 0 {
+		t.Fatal(files, err)
+	}
+	more, _ := filepath.Glob(filepath.Join("testdata", "stream_toresponses", "*.sse"))
+	n := 0
+	for _, path := range append(files, more...) {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range sseEvents(t, raw) {
+			if _, _, ok := readFastDelta(fr.Data, nil); ok || fr.Event == "error" {
+				continue
+			}
+			var ev anEvent
+			var st eventStore
+			if !readFastEvent(fr.Data, &ev, &st) {
+				t.Errorf("%s: not read by the fast path: %s", filepath.Base(path), fr.Data)
+			}
+			n++
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d events tried", n)
+	}
+	var ev anEvent
+	var st eventStore
+	if !readFastEvent([]byte(`{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":7}}`), &ev, &st) ||
+		ev.Type != "message_delta" || ev.Delta.StopReason != "max_tokens" || *ev.Usage.OutputTokens != 7 || ev.Usage.InputTokens != nil {
+		t.Fatalf("read %s", dumpEvent(ev))
+	}
+}
+
+// The fast paths translate every event as the general path does: the
+// same Responses events out and the same classification. Two transcoders,
+// one never taking a fast path, are fed the same events.
+func FuzzFastResponsesStream(f *testing.F) {
+	seedFrames(f, "stream_tochat", "tool_use", "thinking_cache", "bedrock_no_tool_args", "overloaded_mid_stream", "after_tool_result")
+	seedFrames(f, "stream_toresponses", "max_tokens")
+	for _, s := range fastEventSeeds {
+		if !strings.HasPrefix(s, `{"type":"message_start"`) {
+			s = `{"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":1}}}` + "\n\ndata: " + s
+		}
+		f.Add([]byte("data: " + s + "\n\n"))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		fast, slow := NewMessagesToResponsesStream(created), NewMessagesToResponsesStream(created)
+		slow.slow = true
+		for _, fr := range sseEvents(t, raw) {
+			fo, fi := fast.Event(nil, fr.Event, fr.Data)
+			so, si := slow.Event(nil, fr.Event, fr.Data)
+			if !bytes.Equal(fo, so) {
+				t.Fatalf("event %q %q:\nfast %q\nslow %q", fr.Event, fr.Data, fo, so)
+			}
+			if !sameInfo(fi, si) {
+				t.Fatalf("event %q %q:\nfast %+v\nslow %+v", fr.Event, fr.Data, fi, si)
+			}
+		}
+		fo := fast.Interrupt(nil, "cut")
+		so := slow.Interrupt(nil, "cut")
+		if !bytes.Equal(fo, so) {
+			t.Fatalf("Interrupt:\nfast %q\nslow %q", fo, so)
+		}
+	})
+}
