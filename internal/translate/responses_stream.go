@@ -42,6 +42,7 @@ type MessagesToResponsesStream struct {
 	usage    anUsage
 	ev       anEvent
 	evs      eventStore // what a fast-read ev points to
+	memo     deltaMemo  // the last delta readFastDelta read
 	lits     []byte     // what the items' lit and ref slice
 	scratch  []byte
 	slow     bool    // tests: never take the fast paths
@@ -74,8 +75,16 @@ func NewMessagesToResponsesStream(created int64) *MessagesToResponsesStream {
 // hop; after commit it ends the stream with Interrupt.
 func (s *MessagesToResponsesStream) Event(dst []byte, name string, data []byte) ([]byte, gate.Info) {
 	if !s.slow {
+		if index, kind, text, scratch, ok := s.memo.read(data, s.scratch); ok {
+			s.scratch = scratch
+			if s.done {
+				return dst, gate.Info{Kind: gate.Hold, Model: s.head.model}
+			}
+			return s.delta(dst, index, kind, text)
+		}
 		if d, scratch, ok := readFastDelta(data, s.scratch); ok {
 			s.scratch = scratch
+			s.memo.learn(data, d)
 			if s.done {
 				return dst, gate.Info{Kind: gate.Hold, Model: s.head.model}
 			}

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hopgate/hopgate/internal/sse"
 )
 
 // fastEventSeeds are the shapes readFastEvent must read as encoding/json
@@ -149,6 +151,19 @@ func FuzzFastResponsesStream(f *testing.F) {
 		}
 		f.Add([]byte("data: " + s + "\n\n"))
 	}
+	// The delta memo: a delta, then others with the same bytes around a
+	// text that is, or only seems to be, one string literal.
+	const text0 = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	delta := func(lit string) string {
+		return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":" + lit + "}}  \n\n"
+	}
+	f.Add([]byte(text0 + delta(`"a"`) + delta(`"b\"c"`) + delta(`"x","text":"y"`) + delta(`"\u00e9\ud83d"`) + delta("\"\xff\"") + delta(`""`) + delta(`"z"`)))
+	f.Add([]byte(text0 + delta(`"a"`) + delta(`"b"},"index":1,"delta":{"c":"`) + delta(`"d" `) + delta(`5`) + delta(`"e`)))
+	f.Add([]byte(text0 + delta(`"a"`) +
+		"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"f\"]]\n\n"))
+	f.Add([]byte(text0 + "data: {\"index\":0,\"delta\":{\"text\":\"a\",\"type\":\"text_delta\"},\"type\":\"content_block_delta\"}\n\n" +
+		"data: {\"index\":0,\"delta\":{\"text\":\"b\",\"type\":\"text_delta\"},\"type\":\"content_block_delta\"}\t\r\n\n" +
+		"data: {\"index\":0,\"delta\":{\"text\":\"c\",\"type\":\"thinking_delta\"},\"type\":\"content_block_delta\"}\n\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		fast, slow := NewMessagesToResponsesStream(created), NewMessagesToResponsesStream(created)
 		slow.slow = true
@@ -168,4 +183,60 @@ func FuzzFastResponsesStream(f *testing.F) {
 			t.Fatalf("Interrupt:\nfast %q\nslow %q", fo, so)
 		}
 	})
+}
+
+// The delta memo reads the deltas that follow the first of a block (else
+// the benchmarks measure readFastDelta, and FuzzFastResponsesStream
+// compares it with itself): all but the first of make bench's 50, and of
+// the SDK cassette's once compacted as the API sends it (the cassette pads
+// each event with a different run of spaces before its last brace, which
+// the memo does not read: 1 of its 14).
+func TestDeltaMemoIsTaken(t *testing.T) {
+	padded := sseEvents(t, readFile(t, "stream_tochat/tool_use.sse"))
+	var compact []sse.Frame
+	for _, fr := range padded {
+		var b bytes.Buffer
+		if err := json.Compact(&b, fr.Data); err != nil {
+			t.Fatal(err)
+		}
+		compact = append(compact, sse.Frame{Event: fr.Event, Data: b.Bytes(), HasData: true})
+	}
+	for _, c := range []struct {
+		name   string
+		events []sse.Frame
+		want   int
+	}{
+		{"text_50", textStream(50), 49},
+		{"text_50 with trailing whitespace", trailingWS(textStream(50)), 49},
+		{"tool_use compacted", compact, 4 + 10}, // 5 text deltas, 11 of the arguments
+		{"tool_use", padded, 1},
+	} {
+		var m deltaMemo
+		hits := 0
+		for _, fr := range c.events {
+			if _, _, text, _, ok := m.read(fr.Data, nil); ok {
+				d, _, _ := readFastDelta(fr.Data, nil)
+				if !bytes.Equal(text, d.text) {
+					t.Fatalf("%s: memo read %q from %s, readFastDelta %q", c.name, text, fr.Data, d.text)
+				}
+				hits++
+			} else if d, _, ok := readFastDelta(fr.Data, nil); ok {
+				m.learn(fr.Data, d)
+			}
+		}
+		if hits != c.want {
+			t.Errorf("%s: the memo read %d deltas, want %d", c.name, hits, c.want)
+		}
+	}
+}
+
+// trailingWS gives every event's data a different run of trailing
+// whitespace.
+func trailingWS(events []sse.Frame) []sse.Frame {
+	out := make([]sse.Frame, len(events))
+	for i, fr := range events {
+		fr.Data = append(bytes.Clone(fr.Data), " \t\r\n"[:i%4]...)
+		out[i] = fr
+	}
+	return out
 }
