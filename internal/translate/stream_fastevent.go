@@ -29,46 +29,87 @@ import (
 // some 2 µs and 8 allocations on each.
 func readFastEvent(data []byte, ev *anEvent, st *eventStore) bool {
 	obj := jsonscan.Members(data, jsonscan.SkipWS(data, 0))
-	var seen uint8
+	ok := readMembers(&obj, topFields[:], func(k, vs, ve int) bool {
+		v := data[vs:ve]
+		switch k {
+		case 0:
+			return st.setString(&ev.Type, v)
+		case 1:
+			var ok bool
+			ev.Index, ok = smallInt(v)
+			return ok
+		case 2:
+			ev.Message = &st.msg
+			return st.readMessage(data[:ve], vs)
+		case 3:
+			ev.ContentBlock = &st.block
+			return st.readBlock(data[:ve], vs)
+		case 4:
+			ev.Delta = &st.delta
+			return st.readDelta(data[:ve], vs)
+		case 5:
+			ev.Usage = &st.usageIn
+			return st.readUsageIn(data[:ve], vs)
+		}
+		return false // error: the general path, error events are rare
+	})
+	return ok && jsonscan.SkipWS(data, obj.End()) == len(data)
+}
+
+// The JSON names of each decoded object's fields, in the order of the
+// cases that set them.
+var (
+	topFields     = [...]string{"type", "index", "message", "content_block", "delta", "usage", "error"}
+	messageFields = [...]string{"id", "type", "model", "stop_reason", "content", "usage", "error"}
+	usageFields   = [...]string{"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens_details"}
+	blockFields   = [...]string{"type", "text", "thinking", "id", "name", "input"}
+	deltaFields   = [...]string{"type", "text", "partial_json", "thinking", "stop_reason"}
+	detailsFields = [...]string{"thinking_tokens"}
+)
+
+// readMembers walks obj's members, calling set with the index in fields
+// of each one named by a field, with its value's span; a member of no
+// field is skipped. Not ok when set is not, on a field's key twice, on a
+// key encoding/json might match to a field where this reads none
+// (unknownKey), or on invalid JSON.
+func readMembers(obj *jsonscan.Object, fields []string, set func(k, vs, ve int) bool) bool {
+	var seen uint32
 	for {
 		key, esc, vs, ve, more := obj.Next()
 		if !more {
-			break
+			return !obj.Err()
 		}
-		var bit uint8
-		ok := true
-		switch string(key) {
-		case "type":
-			bit, ok = 1, st.setString(&ev.Type, data[vs:ve])
-		case "index":
-			bit = 2
-			ev.Index, ok = smallInt(data[vs:ve])
-		case "message":
-			bit, ok = 4, st.readMessage(data[:ve], vs)
-			ev.Message = &st.msg
-		case "content_block":
-			bit, ok = 8, st.readBlock(data[:ve], vs)
-			ev.ContentBlock = &st.block
-		case "delta":
-			bit, ok = 16, st.readDelta(data[:ve], vs)
-			ev.Delta = &st.delta
-		case "usage":
-			bit, ok = 32, st.readUsageIn(data[:ve], vs)
-			ev.Usage = &st.usageIn
-		case "error":
-			return false // the general path: error events are rare
-		default:
-			if !unknownKey(key, esc, topFields[:]) {
+		k := fieldIndex(key, fields)
+		if k < 0 {
+			if !unknownKey(key, esc, fields) {
 				return false
 			}
 			continue
 		}
-		if !ok || seen&bit != 0 {
+		if seen&(1<<k) != 0 || !set(k, vs, ve) {
 			return false
 		}
-		seen |= bit
+		seen |= 1 << k
 	}
-	return !obj.Err() && jsonscan.SkipWS(data, obj.End()) == len(data)
+}
+
+// readObject is readMembers for the validated value at b[i], which must
+// be an object (null would clear a pointer the caller sets).
+func readObject(b []byte, i int, fields []string, set func(k, vs, ve int) bool) bool {
+	if b[i] != '{' {
+		return false
+	}
+	obj := jsonscan.ValidMembers(b, i)
+	return readMembers(&obj, fields, set)
+}
+
+func fieldIndex(key []byte, fields []string) int {
+	for k, f := range fields {
+		if string(key) == f {
+			return k
+		}
+	}
+	return -1
 }
 
 // eventStore holds what readFastEvent's pointers point to: one of each
@@ -86,15 +127,6 @@ type eventStore struct {
 // emptyContent is message_start's "content": [], which encoding/json
 // decodes to an empty slice, not nil.
 var emptyContent = []anRespIn{}
-
-// The JSON names of each decoded object's fields.
-var (
-	topFields     = [...]string{"type", "message", "index", "content_block", "delta", "usage", "error"}
-	messageFields = [...]string{"id", "type", "model", "content", "stop_reason", "usage", "error"}
-	usageFields   = [...]string{"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens_details"}
-	blockFields   = [...]string{"type", "text", "thinking", "id", "name", "input"}
-	deltaFields   = [...]string{"type", "text", "partial_json", "thinking", "stop_reason"}
-)
 
 // unknownKey reports whether a key not spelled as any of fields matches
 // none of them in encoding/json either, which matches keys to fields
@@ -121,91 +153,45 @@ func unknownKey(key []byte, esc bool, fields []string) bool {
 	return true
 }
 
-// members iterates the object at b[i], already validated; not ok when
-// b[i] is not an object (null included: it would clear a pointer the
-// caller sets).
-func members(b []byte, i int) (jsonscan.Object, bool) {
-	return jsonscan.ValidMembers(b, i), b[i] == '{'
-}
-
 func (st *eventStore) readMessage(b []byte, i int) bool {
 	st.msg = anMessageIn{}
 	m := &st.msg
-	obj, ok := members(b, i)
-	var seen uint8
-	for ok {
-		key, esc, vs, ve, more := obj.Next()
-		if !more {
-			break
-		}
-		var bit uint8
-		switch v := b[vs:ve]; string(key) {
-		case "id":
-			bit, ok = 1, st.setString(&m.ID, v)
-		case "type":
-			bit, ok = 2, st.setString(&m.Type, v)
-		case "model":
-			bit, ok = 4, st.setString(&m.Model, v)
-		case "stop_reason":
-			bit, ok = 8, st.setString(&m.StopReason, v)
-		case "content":
-			// Only the empty content of a stream's start.
-			bit, ok = 16, v[0] == '[' && jsonscan.SkipWS(v, 1) == len(v)-1
+	strs := [...]*string{&m.ID, &m.Type, &m.Model, &m.StopReason}
+	return readObject(b, i, messageFields[:], func(k, vs, ve int) bool {
+		v := b[vs:ve]
+		switch k {
+		case 0, 1, 2, 3:
+			return st.setString(strs[k], v)
+		case 4: // only the empty content of a stream's start
 			m.Content = emptyContent
-		case "usage":
-			bit, ok = 32, st.readUsage(b[:ve], vs)
+			return v[0] == '[' && jsonscan.SkipWS(v, 1) == len(v)-1
+		case 5:
 			m.Usage = &st.usage
-		case "error":
-			return false
-		default:
-			if !unknownKey(key, esc, messageFields[:]) {
-				return false
-			}
-			continue
+			return st.readUsage(b[:ve], vs)
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-	}
-	return ok
+		return false // error
+	})
 }
 
 func (st *eventStore) readUsage(b []byte, i int) bool {
 	st.usage = anUsage{}
 	u := &st.usage
-	obj, ok := members(b, i)
-	var seen uint8
-	for ok {
-		key, esc, vs, ve, more := obj.Next()
-		if !more {
-			break
-		}
-		var bit uint8
-		switch v := b[vs:ve]; string(key) {
-		case "input_tokens":
-			bit, ok = 1, setCount(&u.InputTokens, v)
-		case "output_tokens":
-			bit, ok = 2, setCount(&u.OutputTokens, v)
-		case "cache_creation_input_tokens":
-			bit, ok = 4, setCount(&u.CacheCreationInputTokens, v)
-		case "cache_read_input_tokens":
-			bit, ok = 8, setCount(&u.CacheReadInputTokens, v)
-		case "output_tokens_details":
-			bit = 16
+	return readObject(b, i, usageFields[:], func(k, vs, ve int) bool {
+		var ok bool
+		switch v := b[vs:ve]; k {
+		case 0:
+			ok = setCount(&u.InputTokens, v)
+		case 1:
+			ok = setCount(&u.OutputTokens, v)
+		case 2:
+			ok = setCount(&u.CacheCreationInputTokens, v)
+		case 3:
+			ok = setCount(&u.CacheReadInputTokens, v)
+		case 4:
 			u.OutputTokensDetails, ok = readThinkingTokens(b[:ve], vs)
-		default:
-			if !unknownKey(key, esc, usageFields[:]) {
-				return false
-			}
-			continue
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-	}
-	return ok
+		return ok
+	})
 }
 
 // readUsageIn reads message_delta's usage, whose counts are pointers: a
@@ -213,45 +199,17 @@ func (st *eventStore) readUsage(b []byte, i int) bool {
 func (st *eventStore) readUsageIn(b []byte, i int) bool {
 	st.usageIn = anUsageIn{}
 	u := &st.usageIn
-	obj, ok := members(b, i)
-	var seen uint8
-	for ok {
-		key, esc, vs, ve, more := obj.Next()
-		if !more {
-			break
-		}
-		var k int
-		switch string(key) {
-		case "input_tokens":
-			k = 0
-		case "output_tokens":
-			k = 1
-		case "cache_creation_input_tokens":
-			k = 2
-		case "cache_read_input_tokens":
-			k = 3
-		case "output_tokens_details":
-			k = 4
-		default:
-			if !unknownKey(key, esc, usageFields[:]) {
-				return false
-			}
-			continue
-		}
-		if seen&(1<<k) != 0 {
-			return false
-		}
-		seen |= 1 << k
+	return readObject(b, i, usageFields[:], func(k, vs, ve int) bool {
 		v := b[vs:ve]
 		if k == 4 {
+			var ok bool
 			u.OutputTokensDetails, ok = readThinkingTokens(b[:ve], vs)
-			continue
+			return ok
 		}
 		if string(v) == "null" {
-			continue
+			return true
 		}
-		n, isInt := smallInt(v)
-		ok = isInt
+		n, ok := smallInt(v)
 		st.counts[k] = int64(n)
 		p := &st.counts[k]
 		switch k {
@@ -264,8 +222,8 @@ func (st *eventStore) readUsageIn(b []byte, i int) bool {
 		case 3:
 			u.CacheReadInputTokens = p
 		}
-	}
-	return ok
+		return ok
+	})
 }
 
 // readThinkingTokens reads output_tokens_details into a new object (the
@@ -276,107 +234,38 @@ func readThinkingTokens(b []byte, i int) (*struct {
 	if string(b[i:]) == "null" {
 		return nil, true
 	}
-	obj, ok := members(b, i)
-	if !ok {
-		return nil, false
-	}
 	d := &struct {
 		ThinkingTokens int64 `json:"thinking_tokens"`
 	}{}
-	seen := false
-	for {
-		key, esc, vs, ve, more := obj.Next()
-		if !more {
-			return d, true
-		}
-		if string(key) != "thinking_tokens" {
-			if !unknownKey(key, esc, []string{"thinking_tokens"}) {
-				return nil, false
-			}
-			continue
-		}
-		if seen || !setCount(&d.ThinkingTokens, b[vs:ve]) {
-			return nil, false
-		}
-		seen = true
-	}
+	ok := readObject(b, i, detailsFields[:], func(_, vs, ve int) bool {
+		return setCount(&d.ThinkingTokens, b[vs:ve])
+	})
+	return d, ok
 }
 
 func (st *eventStore) readBlock(b []byte, i int) bool {
 	st.block = anRespIn{}
 	c := &st.block
-	obj, ok := members(b, i)
-	var seen uint8
-	for ok {
-		key, esc, vs, ve, more := obj.Next()
-		if !more {
-			break
+	strs := [...]*string{&c.Type, &c.Text, &c.Thinking, &c.ID, &c.Name}
+	return readObject(b, i, blockFields[:], func(k, vs, ve int) bool {
+		v := b[vs:ve]
+		if k < len(strs) {
+			return st.setString(strs[k], v)
 		}
-		var bit uint8
-		switch v := b[vs:ve]; string(key) {
-		case "type":
-			bit, ok = 1, st.setString(&c.Type, v)
-		case "text":
-			bit, ok = 2, st.setString(&c.Text, v)
-		case "thinking":
-			bit, ok = 4, st.setString(&c.Thinking, v)
-		case "id":
-			bit, ok = 8, st.setString(&c.ID, v)
-		case "name":
-			bit, ok = 16, st.setString(&c.Name, v)
-		case "input":
-			// A json.RawMessage takes the value's bytes as they are;
-			// only an object here, the tool's input.
-			bit, ok = 32, v[0] == '{'
-			c.Input = v
-		default:
-			if !unknownKey(key, esc, blockFields[:]) {
-				return false
-			}
-			continue
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-	}
-	return ok
+		// A json.RawMessage takes the value's bytes as they are; only an
+		// object here, the tool's input.
+		c.Input = v
+		return v[0] == '{'
+	})
 }
 
 func (st *eventStore) readDelta(b []byte, i int) bool {
 	st.delta = anDelta{}
 	d := &st.delta
-	obj, ok := members(b, i)
-	var seen uint8
-	for ok {
-		key, esc, vs, ve, more := obj.Next()
-		if !more {
-			break
-		}
-		var bit uint8
-		switch v := b[vs:ve]; string(key) {
-		case "type":
-			bit, ok = 1, st.setString(&d.Type, v)
-		case "text":
-			bit, ok = 2, st.setString(&d.Text, v)
-		case "partial_json":
-			bit, ok = 4, st.setString(&d.PartialJSON, v)
-		case "thinking":
-			bit, ok = 8, st.setString(&d.Thinking, v)
-		case "stop_reason":
-			bit, ok = 16, st.setString(&d.StopReason, v)
-		default:
-			if !unknownKey(key, esc, deltaFields[:]) {
-				return false
-			}
-			continue
-		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-	}
-	return ok
+	strs := [...]*string{&d.Type, &d.Text, &d.PartialJSON, &d.Thinking, &d.StopReason}
+	return readObject(b, i, deltaFields[:], func(k, vs, ve int) bool {
+		return st.setString(strs[k], b[vs:ve])
+	})
 }
 
 // setString decodes the validated value v into a string field as

@@ -66,7 +66,7 @@ func FuzzFastEvent(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	for _, name := range []string{"tool_use", "thinking_cache", "bedrock_no_tool_args", "after_tool_result"} {
-		for _, fr := range sseEvents(f, readFileF(f, "stream_tochat/"+name+".sse")) {
+		for _, fr := range sseEvents(f, readFileB(f, "stream_tochat/"+name+".sse")) {
 			f.Add(fr.Data)
 		}
 	}
@@ -89,15 +89,6 @@ func FuzzFastEvent(f *testing.F) {
 func dumpEvent(ev anEvent) string {
 	b, _ := json.Marshal(ev)
 	return string(b)
-}
-
-func readFileF(f *testing.F, path string) []byte {
-	f.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", path))
-	if err != nil {
-		f.Fatal(err)
-	}
-	return raw
 }
 
 // Every event of the recorded streams that is not a text delta is read by
@@ -167,16 +158,7 @@ func FuzzFastResponsesStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		fast, slow := NewMessagesToResponsesStream(created), NewMessagesToResponsesStream(created)
 		slow.slow = true
-		for _, fr := range sseEvents(t, raw) {
-			fo, fi := fast.Event(nil, fr.Event, fr.Data)
-			so, si := slow.Event(nil, fr.Event, fr.Data)
-			if !bytes.Equal(fo, so) {
-				t.Fatalf("event %q %q:\nfast %q\nslow %q", fr.Event, fr.Data, fo, so)
-			}
-			if !sameInfo(fi, si) {
-				t.Fatalf("event %q %q:\nfast %+v\nslow %+v", fr.Event, fr.Data, fi, si)
-			}
-		}
+		sameTranscoding(t, fast, slow, raw)
 		fo := fast.Interrupt(nil, "cut")
 		so := slow.Interrupt(nil, "cut")
 		if !bytes.Equal(fo, so) {
