@@ -30,9 +30,9 @@ func BenchmarkMessagesToResponsesStreamCassette(b *testing.B) {
 }
 
 // The two translations of one upstream stream, per stream, in one run:
-// the SDK cassette (text and a tool call in nine pieces), a thinking
-// answer with cache reads, and the stream of make bench's
-// stream-50-frames (50 short text deltas).
+// the SDK cassette (text, and a tool call whose arguments come in 11
+// deltas), a thinking answer with cache reads, and the stream of make
+// bench's stream-50-frames (50 short text deltas).
 func BenchmarkStreamCassettes(b *testing.B) {
 	for _, c := range []struct {
 		name   string
