@@ -141,4 +141,11 @@ func (r *results) renderTranslatingResponses(p printer) {
 			fmtNs(resp.nsPerOp), resp.allocsPerOp, fmtNs(chat.nsPerOp), chat.allocsPerOp, resp.nsPerOp/chat.nsPerOp)
 		p("")
 	}
+	chat, ok1 = per["BenchmarkStreamCassettes/text_50/chat"]
+	resp, ok2 = per["BenchmarkStreamCassettes/text_50/responses"]
+	if ok1 && ok2 && chat.nsPerOp > 0 {
+		p("Per stream (this workload's upstream stream, StreamCassettes/text_50): %s ns and %.0f allocations to Responses events, %s ns and %.0f to chat chunks (%.2f×).",
+			fmtNs(resp.nsPerOp), resp.allocsPerOp, fmtNs(chat.nsPerOp), chat.allocsPerOp, resp.nsPerOp/chat.nsPerOp)
+		p("")
+	}
 }

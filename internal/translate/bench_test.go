@@ -45,17 +45,7 @@ func BenchmarkChatToMessagesStreamTextDelta(b *testing.B) {
 // A whole recorded stream (the SDK cassette: text, a tool call in nine
 // pieces, finish), per stream.
 func BenchmarkMessagesToChatStreamCassette(b *testing.B) {
-	events := sseEvents(b, readFileB(b, "stream_tochat/tool_use.sse"))
-	buf := make([]byte, 0, 8192)
-	b.ReportAllocs()
-	for b.Loop() {
-		s := NewMessagesToChatStream(ChatStreamOptions{IncludeUsage: true})
-		buf = buf[:0]
-		for _, f := range events {
-			buf, _ = s.Event(buf, f.Event, f.Data)
-		}
-	}
-	b.ReportMetric(float64(len(events)), "events/op")
+	benchStream(b, sseEvents(b, readFileB(b, "stream_tochat/tool_use.sse")), toChat)
 }
 
 func BenchmarkChatToMessagesRequest(b *testing.B) {

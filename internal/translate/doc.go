@@ -43,8 +43,14 @@
 // (see the benchmarks), and Anthropic's content_block_delta events — most
 // of any stream — are read by hand too (stream_fast.go: 265 ns and no
 // allocation per text delta against 1.7 µs and 11 allocations through
-// encoding/json; every other shape takes the encoding/json path, and
-// FuzzFastDelta holds the two to the same output). OpenAI chunks that are
-// the previous text chunk with another text are not decoded again
-// (ChatToMessagesStream.learn: 138 ns against 2.7 µs; FuzzFastChunk).
+// encoding/json; FuzzFastDelta holds the two to the same output). The
+// Responses translator goes further: a delta that is the last one with
+// another text is read from the bytes around its literal
+// (stream_fastmemo.go), and the other events of a stream are read by
+// hand too (stream_fastevent.go, FuzzFastEvent; FuzzFastResponsesStream
+// holds both to the general path); the chat one decodes those with
+// encoding/json, as does either on every shape the readers leave to it.
+// OpenAI chunks that are the previous text chunk with another text are
+// not decoded again (ChatToMessagesStream.learn: 138 ns against 2.7 µs;
+// FuzzFastChunk).
 package translate

@@ -50,7 +50,7 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
-func readFileB(b *testing.B, path string) []byte {
+func readFileB(b testing.TB, path string) []byte {
 	b.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", path))
 	if err != nil {

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/hopgate/hopgate/internal/jsonscan"
@@ -20,6 +21,19 @@ type respItemOut struct {
 	name   string
 	text   []byte
 	done   bool
+	// The stream's: lit is text as a JSON string once the item is done,
+	// quoted once for the four events that repeat it (nil: quote text);
+	// ref is what every event of the item says after its sequence_number
+	// (item_id, output_index, and content_index or summary_index).
+	lit, ref []byte
+}
+
+// appendText appends the item's text as a JSON string.
+func (it *respItemOut) appendText(dst []byte) []byte {
+	if it.lit != nil {
+		return append(dst, it.lit...)
+	}
+	return jsonscan.AppendQuote(dst, it.text)
 }
 
 // responseIDs derives the response's and its items' ids from the upstream
@@ -38,10 +52,8 @@ func itemID(kind blockKind, base string, index int) string {
 	default:
 		p = "msg_"
 	}
-	return p + base + "_" + itoa(index)
+	return p + base + "_" + strconv.Itoa(index)
 }
-
-func itoa(n int) string { return string(appendInt(nil, int64(n))) }
 
 // appendItem writes an output item; status is "in_progress" for an
 // output_item.added, else the item's own.
@@ -60,13 +72,13 @@ func appendItem(dst []byte, it *respItemOut, status string) []byte {
 		if status == "in_progress" {
 			dst = append(dst, `""`...)
 		} else {
-			dst = jsonscan.AppendQuote(dst, it.text)
+			dst = it.appendText(dst)
 		}
 		return append(dst, '}')
 	case blockThinking:
 		dst = append(dst, `,"type":"reasoning","summary":[`...)
 		if status != "in_progress" {
-			dst = appendSummaryPart(dst, it.text)
+			dst = appendSummaryPart(dst, it)
 		}
 		return append(dst, "]}"...)
 	}
@@ -74,20 +86,22 @@ func appendItem(dst []byte, it *respItemOut, status string) []byte {
 	dst = append(dst, status...)
 	dst = append(dst, `","role":"assistant","content":[`...)
 	if status != "in_progress" {
-		dst = appendTextPart(dst, it.text)
+		dst = appendTextPart(dst, it)
 	}
 	return append(dst, "]}"...)
 }
 
-func appendTextPart(dst, text []byte) []byte {
+// appendTextPart and appendSummaryPart write the item's one part, with
+// its text so far.
+func appendTextPart(dst []byte, it *respItemOut) []byte {
 	dst = append(dst, `{"type":"output_text","text":`...)
-	dst = jsonscan.AppendQuote(dst, text)
+	dst = it.appendText(dst)
 	return append(dst, `,"annotations":[],"logprobs":[]}`...)
 }
 
-func appendSummaryPart(dst, text []byte) []byte {
+func appendSummaryPart(dst []byte, it *respItemOut) []byte {
 	dst = append(dst, `{"type":"summary_text","text":`...)
-	dst = jsonscan.AppendQuote(dst, text)
+	dst = it.appendText(dst)
 	return append(dst, '}')
 }
 

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/hopgate/hopgate/internal/gate"
@@ -40,8 +41,16 @@ type MessagesToResponsesStream struct {
 	items    []respItemOut
 	usage    anUsage
 	ev       anEvent
+	evs      eventStore // what a fast-read ev points to
+	memo     deltaMemo  // the last delta readFastDelta read
+	lits     []byte     // what the items' lit and ref slice
 	scratch  []byte
-	slow     bool // tests: never take the fast path
+	slow     bool    // tests: never take the fast paths
+	final    anUsage // the usage of the terminal event's response
+
+	// The first blocks and items of a stream, without an allocation.
+	blockArr [4]respBlockState
+	itemArr  [4]respItemOut
 }
 
 // respBlockState maps an Anthropic content block to its output item.
@@ -54,7 +63,9 @@ type respBlockState struct {
 // NewMessagesToResponsesStream starts a transcoder for one stream; created
 // is the response's created_at (Unix seconds, the caller's clock).
 func NewMessagesToResponsesStream(created int64) *MessagesToResponsesStream {
-	return &MessagesToResponsesStream{created: created}
+	s := &MessagesToResponsesStream{created: created}
+	s.blocks, s.items = s.blockArr[:0], s.itemArr[:0]
+	return s
 }
 
 // Event translates one upstream event (name is the SSE event name, "" when
@@ -64,22 +75,33 @@ func NewMessagesToResponsesStream(created int64) *MessagesToResponsesStream {
 // hop; after commit it ends the stream with Interrupt.
 func (s *MessagesToResponsesStream) Event(dst []byte, name string, data []byte) ([]byte, gate.Info) {
 	if !s.slow {
-		if d, scratch, ok := readFastDelta(data, s.scratch); ok {
+		if index, kind, text, scratch, ok := s.memo.read(data, s.scratch); ok {
 			s.scratch = scratch
 			if s.done {
 				return dst, gate.Info{Kind: gate.Hold, Model: s.head.model}
 			}
-			return s.delta(dst, d.index, string(d.typ), d.text)
+			return s.delta(dst, index, kind, text)
+		}
+		if d, scratch, ok := readFastDelta(data, s.scratch); ok {
+			s.scratch = scratch
+			s.memo.learn(data, d)
+			if s.done {
+				return dst, gate.Info{Kind: gate.Hold, Model: s.head.model}
+			}
+			return s.delta(dst, d.index, deltaKind(d.typ), d.text)
 		}
 	}
 	ev := &s.ev
 	*ev = anEvent{}
-	if err := json.Unmarshal(data, ev); err != nil {
-		if name == "error" {
-			msg, _, _, _, _ := parseError(data) // a Bedrock exception event, or text
-			return dst, gate.Info{Kind: gate.Error, ErrorMessage: truncateMessage(msg)}
+	if s.slow || !readFastEvent(data, ev, &s.evs) {
+		*ev = anEvent{}
+		if err := json.Unmarshal(data, ev); err != nil {
+			if name == "error" {
+				msg, _, _, _, _ := parseError(data) // a Bedrock exception event, or text
+				return dst, gate.Info{Kind: gate.Error, ErrorMessage: truncateMessage(msg)}
+			}
+			return dst, gate.Info{Kind: gate.Malformed}
 		}
-		return dst, gate.Info{Kind: gate.Malformed}
 	}
 	typ := ev.Type
 	if typ == "" {
@@ -128,17 +150,17 @@ func (s *MessagesToResponsesStream) Event(dst []byte, name string, data []byte) 
 		case "text":
 			dst = s.openItem(dst, st, respItemOut{kind: blockText})
 			if b.Text != "" {
-				return s.delta(dst, ev.Index, "text_delta", []byte(b.Text))
+				return s.delta(dst, ev.Index, blockText, []byte(b.Text))
 			}
 		case "thinking":
 			dst = s.openItem(dst, st, respItemOut{kind: blockThinking})
 			if b.Thinking != "" {
-				return s.delta(dst, ev.Index, "thinking_delta", []byte(b.Thinking))
+				return s.delta(dst, ev.Index, blockThinking, []byte(b.Thinking))
 			}
 		case "tool_use":
 			dst = s.openItem(dst, st, respItemOut{kind: blockTool, callID: b.ID, name: b.Name})
-			if in := compactArgs(b.Input); in != "{}" {
-				return s.delta(dst, ev.Index, "input_json_delta", []byte(in)) // input given whole
+			if in := toolInput(b.Input); in != "{}" {
+				return s.delta(dst, ev.Index, blockTool, []byte(in)) // input given whole
 			}
 		}
 		// redacted_thinking, server_tool_use and server tool results have
@@ -157,7 +179,7 @@ func (s *MessagesToResponsesStream) Event(dst []byte, name string, data []byte) 
 		case "input_json_delta":
 			text = d.PartialJSON
 		}
-		return s.delta(dst, ev.Index, d.Type, []byte(text))
+		return s.delta(dst, ev.Index, deltaKind(d.Type), []byte(text))
 	case "content_block_stop":
 		if ev.Index >= 0 && ev.Index < len(s.blocks) {
 			st := &s.blocks[ev.Index]
@@ -190,43 +212,56 @@ func (s *MessagesToResponsesStream) Event(dst []byte, name string, data []byte) 
 }
 
 // delta handles a text, thinking or input JSON delta of block index, read
-// by readFastDelta or decoded, alike.
-func (s *MessagesToResponsesStream) delta(dst []byte, index int, typ string, text []byte) ([]byte, gate.Info) {
-	info := gate.Info{Kind: gate.Hold, Model: s.head.model}
+// by readFastDelta or decoded, alike; kind is the kind of block the delta
+// belongs to (deltaKind).
+func (s *MessagesToResponsesStream) delta(dst []byte, index int, kind blockKind, text []byte) ([]byte, gate.Info) {
 	if index < 0 || index >= len(s.blocks) {
 		return dst, gate.Info{Kind: gate.Malformed}
 	}
 	st := &s.blocks[index]
-	if len(text) == 0 || !st.open {
-		return dst, info
+	if len(text) == 0 || !st.open || st.kind != kind {
+		return dst, gate.Info{Kind: gate.Hold, Model: s.head.model}
 	}
 	it := &s.items[st.item]
-	switch {
-	case typ == "text_delta" && st.kind == blockText:
+	switch kind {
+	case blockText:
 		it.text = append(it.text, text...)
-		dst = s.event(dst, "response.output_text.delta", it.id, st.item, 0)
+		dst = s.event(dst, headTextDelta, it)
 		dst = append(dst, `,"delta":`...)
 		dst = jsonscan.AppendQuote(dst, text)
 		dst = append(dst, `,"logprobs":[]}`+"\n\n"...)
-		info.Kind, info.Text = gate.Content, text
-	case typ == "thinking_delta" && st.kind == blockThinking:
+		return dst, gate.Info{Kind: gate.Content, Text: text, Model: s.head.model}
+	case blockThinking:
 		it.text = append(it.text, text...)
-		dst = s.summaryEvent(dst, "response.reasoning_summary_text.delta", it.id, st.item)
+		dst = s.event(dst, headReasoningDelta, it)
 		dst = append(dst, `,"delta":`...)
 		dst = jsonscan.AppendQuote(dst, text)
 		dst = append(dst, "}\n\n"...)
-		info.Kind = gate.Content
-	case typ == "input_json_delta" && st.kind == blockTool:
-		dst = s.appendArgsDelta(dst, st.item, text)
-		info.Kind, info.ToolCalls = gate.Content, true
+		return dst, gate.Info{Kind: gate.Content, Model: s.head.model}
 	}
-	return dst, info
+	dst = s.appendArgsDelta(dst, st.item, text)
+	return dst, gate.Info{Kind: gate.Content, ToolCalls: true, Model: s.head.model}
+}
+
+// deltaKind is the kind of block a content_block_delta's type belongs to;
+// blockOther for the deltas that have no Responses form (signatures,
+// citations).
+func deltaKind[S ~string | ~[]byte](typ S) blockKind {
+	switch string(typ) {
+	case "text_delta":
+		return blockText
+	case "thinking_delta":
+		return blockThinking
+	case "input_json_delta":
+		return blockTool
+	}
+	return blockOther
 }
 
 func (s *MessagesToResponsesStream) appendArgsDelta(dst []byte, item int, args []byte) []byte {
 	it := &s.items[item]
 	it.text = append(it.text, args...)
-	dst = s.event(dst, "response.function_call_arguments.delta", it.id, item, -1)
+	dst = s.event(dst, headArgsDelta, it)
 	dst = append(dst, `,"delta":`...)
 	dst = jsonscan.AppendQuote(dst, args)
 	return append(dst, "}\n\n"...)
@@ -240,8 +275,8 @@ func (s *MessagesToResponsesStream) start(dst []byte) []byte {
 	}
 	s.started = true
 	s.head.created, s.head.status = s.created, "in_progress"
-	for _, typ := range [...]string{"response.created", "response.in_progress"} {
-		dst = s.open(dst, typ)
+	for _, head := range [...]string{headCreated, headInProgress} {
+		dst = s.open(dst, head)
 		dst = append(dst, `,"response":`...)
 		dst = appendResponse(dst, &s.head, nil)
 		dst = append(dst, "}\n\n"...)
@@ -249,37 +284,63 @@ func (s *MessagesToResponsesStream) start(dst []byte) []byte {
 	return dst
 }
 
-// open appends an event's head: its SSE name and the payload's type and
-// sequence_number.
-func (s *MessagesToResponsesStream) open(dst []byte, typ string) []byte {
-	dst = append(dst, "event: "...)
-	dst = append(dst, typ...)
-	dst = append(dst, "\ndata: {\"type\":\""...)
-	dst = append(dst, typ...)
-	dst = append(dst, `","sequence_number":`...)
+// An event's head up to its sequence_number's value: its SSE name and the
+// payload's type, written in one append.
+const (
+	headCreated        = "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":"
+	headInProgress     = "event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":"
+	headCompleted      = "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":"
+	headIncomplete     = "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"sequence_number\":"
+	headFailed         = "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":"
+	headError          = "event: error\ndata: {\"type\":\"error\",\"sequence_number\":"
+	headTextDelta      = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":"
+	headTextDone       = "event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"sequence_number\":"
+	headPartAdded      = "event: response.content_part.added\ndata: {\"type\":\"response.content_part.added\",\"sequence_number\":"
+	headPartDone       = "event: response.content_part.done\ndata: {\"type\":\"response.content_part.done\",\"sequence_number\":"
+	headReasoningDelta = "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":"
+	headReasoningDone  = "event: response.reasoning_summary_text.done\ndata: {\"type\":\"response.reasoning_summary_text.done\",\"sequence_number\":"
+	headSummaryAdded   = "event: response.reasoning_summary_part.added\ndata: {\"type\":\"response.reasoning_summary_part.added\",\"sequence_number\":"
+	headSummaryDone    = "event: response.reasoning_summary_part.done\ndata: {\"type\":\"response.reasoning_summary_part.done\",\"sequence_number\":"
+	headArgsDelta      = "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":"
+	headArgsDone       = "event: response.function_call_arguments.done\ndata: {\"type\":\"response.function_call_arguments.done\",\"sequence_number\":"
+	headItemAdded      = "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":"
+	headItemDone       = "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":"
+)
+
+// open appends an event's head and its sequence_number.
+func (s *MessagesToResponsesStream) open(dst []byte, head string) []byte {
+	dst = append(dst, head...)
 	dst = appendInt(dst, s.seq)
 	s.seq++
 	return dst
 }
 
-// event appends an item event's head: item_id, output_index and, for a
-// message's part, content_index (-1: none).
-func (s *MessagesToResponsesStream) event(dst []byte, typ, id string, item, content int) []byte {
-	dst = s.open(dst, typ)
-	dst = append(dst, `,"item_id":`...)
-	dst = jsonscan.AppendQuote(dst, id)
-	dst = append(dst, `,"output_index":`...)
-	dst = appendInt(dst, int64(item))
-	if content >= 0 {
-		dst = append(dst, `,"content_index":`...)
-		dst = appendInt(dst, int64(content))
-	}
-	return dst
+// event appends an item event's head: after the sequence_number, the
+// item's ref.
+func (s *MessagesToResponsesStream) event(dst []byte, head string, it *respItemOut) []byte {
+	dst = s.open(dst, head)
+	return append(dst, it.ref...)
 }
 
-func (s *MessagesToResponsesStream) summaryEvent(dst []byte, typ, id string, item int) []byte {
-	dst = s.event(dst, typ, id, item, -1)
-	return append(dst, `,"summary_index":0`...)
+// setRef writes item's ref (respItemOut.ref): item_id, output_index and,
+// for a message's part, content_index, for a reasoning item's
+// summary_index.
+func (s *MessagesToResponsesStream) setRef(it *respItemOut, item int) {
+	if s.lits == nil {
+		s.lits = make([]byte, 0, 512) // a short answer's refs and texts
+	}
+	start := len(s.lits)
+	s.lits = append(s.lits, `,"item_id":`...)
+	s.lits = jsonscan.AppendQuote(s.lits, it.id)
+	s.lits = append(s.lits, `,"output_index":`...)
+	s.lits = appendInt(s.lits, int64(item))
+	switch it.kind {
+	case blockText:
+		s.lits = append(s.lits, `,"content_index":0`...)
+	case blockThinking:
+		s.lits = append(s.lits, `,"summary_index":0`...)
+	}
+	it.ref = s.lits[start:len(s.lits):len(s.lits)]
 }
 
 // openItem adds an output item for block st: output_item.added, and the
@@ -287,24 +348,26 @@ func (s *MessagesToResponsesStream) summaryEvent(dst []byte, typ, id string, ite
 func (s *MessagesToResponsesStream) openItem(dst []byte, st *respBlockState, it respItemOut) []byte {
 	st.kind, st.item, st.open = it.kind, len(s.items), true
 	it.id = itemID(it.kind, s.base, st.item)
+	it.text = make([]byte, 0, 128) // most of an item's text without growing
+	s.setRef(&it, st.item)
 	s.items = append(s.items, it)
 	p := &s.items[st.item]
-	dst = s.open(dst, "response.output_item.added")
+	dst = s.open(dst, headItemAdded)
 	dst = append(dst, `,"output_index":`...)
 	dst = appendInt(dst, int64(st.item))
 	dst = append(dst, `,"item":`...)
 	dst = appendItem(dst, p, "in_progress")
 	dst = append(dst, "}\n\n"...)
-	switch it.kind {
+	switch it.kind { // the part, empty: its text comes as deltas
 	case blockText:
-		dst = s.event(dst, "response.content_part.added", p.id, st.item, 0)
+		dst = s.event(dst, headPartAdded, p)
 		dst = append(dst, `,"part":`...)
-		dst = appendTextPart(dst, nil)
+		dst = appendTextPart(dst, p)
 		dst = append(dst, "}\n\n"...)
 	case blockThinking:
-		dst = s.summaryEvent(dst, "response.reasoning_summary_part.added", p.id, st.item)
+		dst = s.event(dst, headSummaryAdded, p)
 		dst = append(dst, `,"part":`...)
-		dst = appendSummaryPart(dst, nil)
+		dst = appendSummaryPart(dst, p)
 		dst = append(dst, "}\n\n"...)
 	}
 	return dst
@@ -318,34 +381,37 @@ func (s *MessagesToResponsesStream) closeItem(dst []byte, st *respBlockState) []
 	st.open = false
 	p := &s.items[st.item]
 	p.done = true
+	start := len(s.lits) // the text, quoted once for all that repeat it
+	s.lits = jsonscan.AppendQuote(s.lits, p.text)
+	p.lit = s.lits[start:len(s.lits):len(s.lits)]
 	switch p.kind {
 	case blockText:
-		dst = s.event(dst, "response.output_text.done", p.id, st.item, 0)
+		dst = s.event(dst, headTextDone, p)
 		dst = append(dst, `,"text":`...)
-		dst = jsonscan.AppendQuote(dst, p.text)
+		dst = append(dst, p.lit...)
 		dst = append(dst, `,"logprobs":[]}`+"\n\n"...)
-		dst = s.event(dst, "response.content_part.done", p.id, st.item, 0)
+		dst = s.event(dst, headPartDone, p)
 		dst = append(dst, `,"part":`...)
-		dst = appendTextPart(dst, p.text)
+		dst = appendTextPart(dst, p)
 		dst = append(dst, "}\n\n"...)
 	case blockThinking:
-		dst = s.summaryEvent(dst, "response.reasoning_summary_text.done", p.id, st.item)
+		dst = s.event(dst, headReasoningDone, p)
 		dst = append(dst, `,"text":`...)
-		dst = jsonscan.AppendQuote(dst, p.text)
+		dst = append(dst, p.lit...)
 		dst = append(dst, "}\n\n"...)
-		dst = s.summaryEvent(dst, "response.reasoning_summary_part.done", p.id, st.item)
+		dst = s.event(dst, headSummaryDone, p)
 		dst = append(dst, `,"part":`...)
-		dst = appendSummaryPart(dst, p.text)
+		dst = appendSummaryPart(dst, p)
 		dst = append(dst, "}\n\n"...)
 	case blockTool:
-		dst = s.event(dst, "response.function_call_arguments.done", p.id, st.item, -1)
+		dst = s.event(dst, headArgsDone, p)
 		dst = append(dst, `,"name":`...)
 		dst = jsonscan.AppendQuote(dst, p.name)
 		dst = append(dst, `,"arguments":`...)
-		dst = jsonscan.AppendQuote(dst, p.text)
+		dst = append(dst, p.lit...)
 		dst = append(dst, "}\n\n"...)
 	}
-	dst = s.open(dst, "response.output_item.done")
+	dst = s.open(dst, headItemDone)
 	dst = append(dst, `,"output_index":`...)
 	dst = appendInt(dst, int64(st.item))
 	dst = append(dst, `,"item":`...)
@@ -365,9 +431,13 @@ func (s *MessagesToResponsesStream) finish(dst []byte, stopReason string) []byte
 		dst = s.closeItem(dst, &s.blocks[i])
 	}
 	s.head.status, s.head.reason = respStatus(stopReason)
-	u := s.usage
-	s.head.usage = &u
-	dst = s.open(dst, "response."+s.head.status)
+	s.final = s.usage
+	s.head.usage = &s.final
+	head := headCompleted
+	if s.head.status == "incomplete" {
+		head = headIncomplete
+	}
+	dst = s.open(dst, head)
 	dst = append(dst, `,"response":`...)
 	dst = appendResponse(dst, &s.head, s.items)
 	return append(dst, "}\n\n"...)
@@ -400,13 +470,13 @@ func (s *MessagesToResponsesStream) InterruptWith(dst []byte, code, msg string) 
 		return dst
 	}
 	dst = s.start(dst)
-	dst = s.open(dst, "error")
+	dst = s.open(dst, headError)
 	dst = appendResponsesErrorTail(dst, code, msg)
 	s.finished = true
 	s.head.status, s.head.reason, s.head.errCode, s.head.errMsg = "failed", "", code, msg
-	u := s.usage
-	s.head.usage = &u
-	dst = s.open(dst, "response.failed")
+	s.final = s.usage
+	s.head.usage = &s.final
+	dst = s.open(dst, headFailed)
 	dst = append(dst, `,"response":`...)
 	dst = appendResponse(dst, &s.head, s.items)
 	return append(dst, "}\n\n"...)
@@ -414,12 +484,21 @@ func (s *MessagesToResponsesStream) InterruptWith(dst []byte, code, msg string) 
 
 func (s *MessagesToResponsesStream) mergeUsage(u *anUsageIn) { mergeAnUsage(&s.usage, u) }
 
+// toolInput is compactArgs without its buffer for the empty input a
+// streamed tool_use block starts with.
+func toolInput(in json.RawMessage) string {
+	if in = bytes.TrimSpace(in); len(in) >= 2 && in[0] == '{' && in[len(in)-1] == '}' && jsonscan.SkipWS(in, 1) == len(in)-1 {
+		return "{}"
+	}
+	return compactArgs(in)
+}
+
 // ResponsesErrorEvent appends the Responses API's error event (what
 // openai-go's stream raises as an error) numbered seq: the end of a
 // passed-through Responses stream that cannot be completed, which has no
 // completion after it.
 func ResponsesErrorEvent(dst []byte, seq int64, code, msg string) []byte {
-	dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"sequence_number\":"...)
+	dst = append(dst, headError...)
 	dst = appendInt(dst, seq)
 	return appendResponsesErrorTail(dst, code, msg)
 }

@@ -46,17 +46,24 @@ func FuzzFastDelta(f *testing.F) {
 		fast := NewMessagesToChatStream(ChatStreamOptions{IncludeUsage: true, Created: created})
 		slow := NewMessagesToChatStream(ChatStreamOptions{IncludeUsage: true, Created: created})
 		slow.slow = true
-		for _, fr := range sseEvents(t, raw) {
-			fo, fi := fast.Event(nil, fr.Event, fr.Data)
-			so, si := slow.Event(nil, fr.Event, fr.Data)
-			if !bytes.Equal(fo, so) {
-				t.Fatalf("event %q %q:\nfast %q\nslow %q", fr.Event, fr.Data, fo, so)
-			}
-			if !sameInfo(fi, si) {
-				t.Fatalf("event %q %q:\nfast %+v\nslow %+v", fr.Event, fr.Data, fi, si)
-			}
-		}
+		sameTranscoding(t, fast, slow, raw)
 	})
+}
+
+// sameTranscoding feeds the frames of raw to both transcoders, one event
+// at a time: the same frames out and the same classification.
+func sameTranscoding(t *testing.T, fast, slow transcoder, raw []byte) {
+	t.Helper()
+	for _, fr := range sseEvents(t, raw) {
+		fo, fi := fast.Event(nil, fr.Event, fr.Data)
+		so, si := slow.Event(nil, fr.Event, fr.Data)
+		if !bytes.Equal(fo, so) {
+			t.Fatalf("event %q %q:\nfast %q\nslow %q", fr.Event, fr.Data, fo, so)
+		}
+		if !sameInfo(fi, si) {
+			t.Fatalf("event %q %q:\nfast %+v\nslow %+v", fr.Event, fr.Data, fi, si)
+		}
+	}
 }
 
 func sameInfo(a, b gate.Info) bool {
@@ -110,16 +117,7 @@ func FuzzFastChunk(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		fast, slow := NewChatToMessagesStream(), NewChatToMessagesStream()
 		slow.slow = true
-		for _, fr := range sseEvents(t, raw) {
-			fo, fi := fast.Event(nil, fr.Event, fr.Data)
-			so, si := slow.Event(nil, fr.Event, fr.Data)
-			if !bytes.Equal(fo, so) {
-				t.Fatalf("event %q %q:\nfast %q\nslow %q", fr.Event, fr.Data, fo, so)
-			}
-			if !sameInfo(fi, si) {
-				t.Fatalf("event %q %q:\nfast %+v\nslow %+v", fr.Event, fr.Data, fi, si)
-			}
-		}
+		sameTranscoding(t, fast, slow, raw)
 		fo, fd := fast.End(nil)
 		so, sd := slow.End(nil)
 		if !bytes.Equal(fo, so) || fd != sd {
