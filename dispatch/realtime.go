@@ -91,8 +91,8 @@ type session struct {
 	closeCode websocket.StatusCode // the code the session ended with (-1: none)
 	failure   *rtError             // the error event the session ends with (nil: none)
 
-	// hop is the committed hop: the walk returns at the commit and
-	// ServeRealtime relays it (rtAttempt.pass) from its own frame.
+	// hop is the committed hop: the walk returns at the commit and the
+	// caller of StartRealtime relays it (Realtime.Relay) from its frame.
 	hop *rtAttempt
 	// in counts the client events relayed to the committed channel.
 	in atomic.Int64
@@ -117,29 +117,94 @@ type sessionCount struct{ n atomic.Int64 }
 
 // ServeRealtime upgrades the client to a WebSocket and walks the model's
 // chain for a realtime session (DESIGN.md §15), then relays it until it
-// ends. The caller (package api) ran the front-door checks; an upgrade
-// that fails has written its own HTTP error.
+// ends: StartRealtime, Relay and End. The caller (package api) ran the
+// front-door checks; an upgrade that fails has written its own HTTP error.
 func (e *Engine) ServeRealtime(w http.ResponseWriter, r *http.Request, req *Request) Result {
+	rt := e.StartRealtime(w, r, req)
+	rt.Relay()
+	return rt.End()
+}
+
+// Realtime is a realtime request that StartRealtime walked: a session
+// open on a committed channel, or one the walk ended. The caller calls
+// Relay, then End, from the goroutine that called StartRealtime.
+type Realtime struct {
+	c *call
+	r *http.Request
+}
+
+// StartRealtime is ServeRealtime up to the commit: the upgrade and the
+// walk. An idle session parks its goroutine for minutes in Relay, and the
+// runtime halves a goroutine's stack only while less than a quarter of it
+// is in use: returning from the walk first leaves only the caller's
+// frames under the relay (docs/performance.md, memory per idle realtime
+// session).
+func (e *Engine) StartRealtime(w http.ResponseWriter, r *http.Request, req *Request) Realtime {
 	c := e.begin(w, r, req)
-	defer c.release()
-	model := req.Model.Name
+	done := false
+	defer func() {
+		if !done {
+			c.release() // a panic in the walk
+		}
+	}()
 	if !acceptSession(c, r) {
 		c.rw.outcome, c.rw.status = telemetry.OutcomeBadRequest, http.StatusBadRequest
-		return c.end(r)
+		done = true
+		return Realtime{c, r}
 	}
-	s := c.rt
-	e.tel.Metrics.RealtimeOpened(r.Context(), model)
-	e.sessionOpened(model, 1)
+	e.tel.Metrics.RealtimeOpened(r.Context(), req.Model.Name)
+	e.sessionOpened(req.Model.Name, 1)
 	c.run()
+	done = true
+	return Realtime{c, r}
+}
+
+// Relay passes a committed session both ways until one side ends it (it
+// does nothing when no channel committed), then ends its hop. The
+// caller's goroutine parks here, in the read of the channel's next event,
+// for as long as the session is idle: this frame holds only the loop, the
+// read's handling is a call of its own (rtAttempt.forward), and the
+// client's events go to the channel from the session's reader.
+//
+//go:noinline
+func (rt Realtime) Relay() {
+	s := rt.c.rt
+	if s == nil || s.hop == nil {
+		return
+	}
+	a := s.hop
+	s.hop = nil
+	for {
+		a.rd.typ, a.rd.r, a.rd.err = a.conn.Reader(a.ctx)
+		if a.forward() {
+			break
+		}
+	}
+	a.endRelay()
+}
+
+// Request is the session's HTTP request (the upgrade).
+func (rt Realtime) Request() *http.Request { return rt.r }
+
+// End closes the client's session (an error event first when no channel
+// opened it) and returns the request's Result.
+//
+//go:noinline
+func (rt Realtime) End() Result {
+	c, r := rt.c, rt.r
+	defer c.release()
+	s := c.rt
+	if s == nil {
+		return c.end(r) // the upgrade failed
+	}
 	if s.hop != nil {
-		// Committed: the walk returned, and the session is relayed from
-		// this frame, so the handler parks shallow (pass).
-		s.hop.pass()
+		rt.Relay() // its caller did not
 	}
 	s.end(c)
 	res := c.end(r)
-	e.sessionOpened(model, -1)
-	e.tel.Metrics.RealtimeClosed(r.Context(), model, res.Outcome, e.clock.Since(s.opened))
+	model := c.req.Model.Name
+	c.e.sessionOpened(model, -1)
+	c.e.tel.Metrics.RealtimeClosed(r.Context(), model, res.Outcome, c.e.clock.Since(s.opened))
 	return res
 }
 

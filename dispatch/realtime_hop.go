@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/coder/websocket"
@@ -24,13 +25,21 @@ type rtAttempt struct {
 	*attempt
 	conn           *websocket.Conn
 	out, responses int64
+	relayErr       *classify.HopError // how the relay ended (nil: not the channel's fault)
+	// rd is the relay's last read of the channel (Realtime.Relay), for
+	// forward: kept here, not passed, so the parked frame stays small.
+	rd struct {
+		typ websocket.MessageType
+		r   io.Reader
+		err error
+	}
 }
 
 // session runs a realtime hop up to its commit: the dial and the first
 // server event under L4, then the session gate (upstream events held
 // until session.created; the client's reader holds the client's until
 // then too). At the commit the walk returns (errStreamOpen) and
-// ServeRealtime relays the session (pass); any other end of the gate is
+// ServeRealtime relays the session (Realtime.Relay); any other end of the gate is
 // the hop's error, as for any hop.
 func (a *rtAttempt) session() *classify.HopError {
 	if a.upErr != nil {
@@ -134,38 +143,87 @@ func (a *rtAttempt) recordSession() {
 	a.span.Session(telemetry.SessionEnd{EventsIn: s.in.Load(), EventsOut: a.out, Responses: a.responses, CloseCode: int(max(code, 0))})
 }
 
-// pass relays a committed session until one side ends it, then ends the
-// hop as the walk would have (its session, span, metrics, step, breaker
-// ticket). It runs from ServeRealtime's frame, not from under the walk:
-// an idle session parks its handler here, in the read of the channel's
-// next event, with a shallow stack (docs/performance.md).
+// forward handles the relay's last read of the committed channel (a.rd): the event to the client, or the end of the session
+// (true; relayErr says why). The message is read into a recycled buffer
+// here, after the read parked, so an idle session holds none.
 //
 //go:noinline
-func (a *rtAttempt) pass() {
+func (a *rtAttempt) forward() bool {
+	typ, rd, err := a.rd.typ, a.rd.r, a.rd.err
+	a.rd.r, a.rd.err = nil, nil
+	if err != nil {
+		a.relayErr = a.relayEnded(err)
+		return true
+	}
+	buf := getRTBuf()
+	defer putRTBuf(buf)
+	if *buf, err = readMessage((*buf)[:0], rd); err != nil {
+		a.relayErr = a.relayEnded(err)
+		return true
+	}
+	return !a.toClient(typ, *buf)
+}
+
+// endRelay ends the hop of a relayed session as the walk would have: its
+// session attributes, span, metrics, step and breaker ticket.
+//
+//go:noinline
+func (a *rtAttempt) endRelay() {
 	c := a.c
-	err := a.relay()
 	_ = a.conn.CloseNow()
 	a.cancel(nil)
 	a.recordSession()
-	a.end(err)
-	c.recordBreaker(c.ans.br, c.ans.ticket, err)
+	a.end(a.relayErr)
+	c.recordBreaker(c.ans.br, c.ans.ticket, a.relayErr)
 }
 
-// relay passes the channel's events to the client as they came (the
-// client's reader passes the client's to the channel) until one side
-// ends; nil: the session ended without the channel's fault (the client
-// closed, max_session, a binary client message).
-//
-//go:noinline
-func (a *rtAttempt) relay() *classify.HopError {
+// readMessage reads one message into b.
+func readMessage(b []byte, rd io.Reader) ([]byte, error) {
 	for {
-		typ, b, err := a.conn.Read(a.ctx)
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
 		if err != nil {
-			return a.relayEnded(err)
+			return b, err
 		}
-		if !a.toClient(typ, b) {
-			return nil
-		}
+	}
+}
+
+// The relay's read buffers are recycled through a bounded free list (as
+// the body chunks are, chunkpool.go): an event is read whole, passed on,
+// and its buffer taken back; one grown past rtBufMax is left to the
+// collector.
+const (
+	rtBufSize = 8 << 10
+	rtBufMax  = 256 << 10
+	rtBufIdle = 64
+)
+
+var idleRTBufs = make(chan *[]byte, rtBufIdle)
+
+func getRTBuf() *[]byte {
+	select {
+	case b := <-idleRTBufs:
+		return b
+	default:
+		b := make([]byte, 0, rtBufSize)
+		return &b
+	}
+}
+
+func putRTBuf(b *[]byte) {
+	if cap(*b) > rtBufMax {
+		return
+	}
+	*b = (*b)[:0]
+	select {
+	case idleRTBufs <- b:
+	default:
 	}
 }
 
@@ -195,7 +253,7 @@ func (a *rtAttempt) relayEnded(err error) *classify.HopError {
 	s := a.c.rt
 	s.mu.Lock()
 	why := s.why
-	s.upClosing = true // nobody closes it now: pass does
+	s.upClosing = true // nobody closes it now: endRelay does
 	s.mu.Unlock()
 	if why == nil && a.ctx.Err() != nil {
 		// The walk's stop reached the hop as it committed (the client
