@@ -252,14 +252,11 @@ func run(ctx context.Context, o options) (*results, error) {
 	w := &world{o: o, sink: newOTLPSink(), batchSink: newOTLPSink(), client: streamClient(),
 		order: rand.New(rand.NewPCG(o.seed, 0))}
 	defer w.close()
-	pkiDir, err := os.MkdirTemp("", "hopbench-tls-")
+	removePKI, err := w.makePKI()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(pkiDir)
-	if w.pki, err = newBenchPKI(pkiDir); err != nil {
-		return nil, fmt.Errorf("TLS certificate: %w", err)
-	}
+	defer removePKI()
 	if err := w.start(); err != nil {
 		return nil, err
 	}

@@ -27,14 +27,11 @@ func runOnly(o options) (*results, error) {
 	res := &results{opts: o, facts: readFacts()}
 	w := &world{o: o, sink: newOTLPSink(), batchSink: newOTLPSink(), client: streamClient()}
 	defer w.close()
-	pkiDir, err := os.MkdirTemp("", "hopbench-tls-")
+	removePKI, err := w.makePKI()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(pkiDir)
-	if w.pki, err = newBenchPKI(pkiDir); err != nil {
-		return nil, fmt.Errorf("TLS certificate: %w", err)
-	}
+	defer removePKI()
 	sinkSrv, sinkAddr, err := serveLoopback(w.sink)
 	if err != nil {
 		return nil, err
@@ -139,4 +136,18 @@ func readGoRuntime(addr string) (goRuntime, error) {
 		return goRuntime{}, err
 	}
 	return goRuntime{v["goroutines"], v["heap_kib"], v["stack_kib"]}, nil
+}
+
+// makePKI makes the run's TLS certificates in a temporary directory; the
+// returned func removes it.
+func (w *world) makePKI() (func(), error) {
+	dir, err := os.MkdirTemp("", "hopbench-tls-")
+	if err != nil {
+		return nil, err
+	}
+	if w.pki, err = newBenchPKI(dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("TLS certificate: %w", err)
+	}
+	return func() { os.RemoveAll(dir) }, nil
 }
