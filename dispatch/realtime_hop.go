@@ -194,36 +194,14 @@ func readMessage(b []byte, rd io.Reader) ([]byte, error) {
 	}
 }
 
-// The relay's read buffers are recycled through a bounded free list (as
-// the body chunks are, chunkpool.go): an event is read whole, passed on,
-// and its buffer taken back; one grown past rtBufMax is left to the
-// collector.
-const (
-	rtBufSize = 8 << 10
-	rtBufMax  = 256 << 10
-	rtBufIdle = 64
-)
-
-var idleRTBufs = make(chan *[]byte, rtBufIdle)
-
-func getRTBuf() *[]byte {
-	select {
-	case b := <-idleRTBufs:
-		return b
-	default:
-		b := make([]byte, 0, rtBufSize)
-		return &b
-	}
-}
+// The relay reads an event into a body chunk (chunkpool.go) and gives it
+// back once passed on; one grown past chunkSize by a larger event is left
+// to the collector (the free list keeps chunks of chunkSize only).
+func getRTBuf() *[]byte { return getChunk() }
 
 func putRTBuf(b *[]byte) {
-	if cap(*b) > rtBufMax {
-		return
-	}
-	*b = (*b)[:0]
-	select {
-	case idleRTBufs <- b:
-	default:
+	if cap(*b) == chunkSize {
+		putChunk(b)
 	}
 }
 
