@@ -404,6 +404,9 @@ func (c *call) hop(m *config.Model, entry config.Entry, try int) *classify.HopEr
 	a := c.newAttempt(m, entry, try, "")
 	if c.rt != nil {
 		err := (&rtAttempt{attempt: a}).session() // realtime_hop.go
+		if err == errStreamOpen {
+			return err // the hop ends with its session (rtAttempt.pass)
+		}
 		a.end(err)
 		return err
 	}

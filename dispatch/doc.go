@@ -40,12 +40,16 @@
 // docs/performance.md). Engine.Serve is Start, Pump and End.
 //
 // A realtime session (DESIGN.md §15, realtime.go, realtime_hop.go) is a
-// second kind of attempt inside the same walk: ServeRealtime upgrades the
-// client first (its events sent before a channel commits are held and
-// replayed), then each hop dials the channel under L4, holds its events
-// in the session gate until session.created, commits and relays frames
-// both ways untouched until one side ends. The breaker, the responder's
-// claim, the hop spans and the metrics are the request path's own.
+// second kind of attempt inside the same walk: StartRealtime upgrades the
+// client first (its reader holds the events sent before a channel commits,
+// to be replayed), then each hop dials the channel under L4 and holds its
+// events in the session gate until session.created. The commit ends the
+// walk as a stream's does (errStreamOpen), and Realtime.Relay passes the
+// channel's frames to the client untouched from its caller's frame while
+// the client's reader writes the client's to the channel: two goroutines,
+// as a bare relay, and a handler parked shallow enough for an 8 KiB stack
+// (TestRealtimeIdleSessionStacks). The breaker, the responder's claim, the
+// hop spans and the metrics are the request path's own.
 //
 // Every hop also feeds its channel's early-warning detector (the
 // attempt's ew: headers, first token, outcome), classified as the breaker

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -59,36 +60,56 @@ type rtMsg struct {
 
 // session is the client side of a realtime request, across the walk: the
 // client's socket and its reader, the client events held until a channel
-// commits (in order, on the buffer budget), and why it stopped.
+// commits (in order, on the buffer budget), the committed channel's
+// socket, and why it stopped.
+//
+// A session is two goroutines, as a bare relay is: the handler's (the
+// walk, then the committed channel's events to the client, from
+// ServeRealtime's own frame) and the client's reader (readClient: its
+// events held before the commit, written to the committed channel after
+// it). What the reader shares with the handler is under mu.
 type session struct {
 	client *websocket.Conn
-	in     chan rtMsg // the client's events (clientReader); closed when it stops
-	inErr  error      // why the client reader stopped, read after in is closed
-	held   []rtMsg
-	heldN  int64
 	maxN   int64
-	hold   overload.Hold
 
-	// stop ends the session from outside the relay: realtime.max_session.
-	// quit stops the client reader once the session is over.
-	quit    chan struct{}
-	stop    context.Context
-	stopNow context.CancelCauseFunc
+	mu    sync.Mutex
+	held  []rtMsg
+	heldN int64
+	hold  overload.Hold
+	// live: the held events were replayed to up, the committed
+	// channel's socket, and the reader writes the client's events there
+	// itself (upCtx bounds its writes).
+	live  bool
+	up    *websocket.Conn
+	upCtx context.Context
+	// why the session closed up itself (errClientGone, errBinaryFromUser,
+	// errMaxSession; nil: it has not), and whether anyone closes it now.
+	why       error
+	upClosing bool
+	over      bool                 // end began: the reader records nothing more
+	clientEnd bool                 // the client closed, or its socket failed
+	closeCode websocket.StatusCode // the code the session ended with (-1: none)
+	failure   *rtError             // the error event the session ends with (nil: none)
+
+	// hop is the committed hop: the walk returns at the commit and the
+	// caller of StartRealtime relays it (Realtime.Relay) from its frame.
+	hop *rtAttempt
+	// in counts the client events relayed to the committed channel.
+	in atomic.Int64
 	// writes bounds the relay's writes to the client: cancelled finalWrite
-	// after stop, so a write in progress when max_session fires finishes
-	// (coder/websocket closes the socket, close frame and all, when a
-	// write's context ends mid-write) while one blocked on a client that
-	// does not read still ends.
+	// after max_session, so a write in progress when max_session fires
+	// finishes (coder/websocket closes the socket, close frame and all,
+	// when a write's context ends mid-write) while one blocked on a client
+	// that does not read still ends.
 	writes    context.Context
 	endWrites context.CancelFunc
 	maxTimer  clockwork.Timer
 	committed bool
-	clientEnd bool                 // the client closed, or its socket failed
-	closeCode websocket.StatusCode // the code the session ended with (-1: none)
-	failure   *rtError             // the error event the session ends with (nil: none)
 	onDone    func(ResponseDone)
 	opened    time.Time
-	readers   sync.WaitGroup
+	// readers: the client's reader, and a max_session closing the
+	// committed channel (expire).
+	readers sync.WaitGroup
 }
 
 // sessionCount is one model's open sessions.
@@ -96,24 +117,94 @@ type sessionCount struct{ n atomic.Int64 }
 
 // ServeRealtime upgrades the client to a WebSocket and walks the model's
 // chain for a realtime session (DESIGN.md §15), then relays it until it
-// ends. The caller (package api) ran the front-door checks; an upgrade
-// that fails has written its own HTTP error.
+// ends: StartRealtime, Relay and End. The caller (package api) ran the
+// front-door checks; an upgrade that fails has written its own HTTP error.
 func (e *Engine) ServeRealtime(w http.ResponseWriter, r *http.Request, req *Request) Result {
+	rt := e.StartRealtime(w, r, req)
+	rt.Relay()
+	return rt.End()
+}
+
+// Realtime is a realtime request that StartRealtime walked: a session
+// open on a committed channel, or one the walk ended. The caller calls
+// Relay, then End, from the goroutine that called StartRealtime.
+type Realtime struct {
+	c *call
+	r *http.Request
+}
+
+// StartRealtime is ServeRealtime up to the commit: the upgrade and the
+// walk. An idle session parks its goroutine for minutes in Relay, and the
+// runtime halves a goroutine's stack only while less than a quarter of it
+// is in use: returning from the walk first leaves only the caller's
+// frames under the relay (docs/performance.md, memory per idle realtime
+// session).
+func (e *Engine) StartRealtime(w http.ResponseWriter, r *http.Request, req *Request) Realtime {
 	c := e.begin(w, r, req)
-	defer c.release()
-	model := req.Model.Name
+	done := false
+	defer func() {
+		if !done {
+			c.release() // a panic in the walk
+		}
+	}()
 	if !acceptSession(c, r) {
 		c.rw.outcome, c.rw.status = telemetry.OutcomeBadRequest, http.StatusBadRequest
-		return c.end(r)
+		done = true
+		return Realtime{c, r}
 	}
-	s := c.rt
-	e.tel.Metrics.RealtimeOpened(r.Context(), model)
-	e.sessionOpened(model, 1)
+	e.tel.Metrics.RealtimeOpened(r.Context(), req.Model.Name)
+	e.sessionOpened(req.Model.Name, 1)
 	c.run()
+	done = true
+	return Realtime{c, r}
+}
+
+// Relay passes a committed session both ways until one side ends it (it
+// does nothing when no channel committed), then ends its hop. The
+// caller's goroutine parks here, in the read of the channel's next event,
+// for as long as the session is idle: this frame holds only the loop, the
+// read's handling is a call of its own (rtAttempt.forward), and the
+// client's events go to the channel from the session's reader.
+//
+//go:noinline
+func (rt Realtime) Relay() {
+	s := rt.c.rt
+	if s == nil || s.hop == nil {
+		return
+	}
+	a := s.hop
+	s.hop = nil
+	for {
+		a.rd.typ, a.rd.r, a.rd.err = a.conn.Reader(a.ctx)
+		if a.forward() {
+			break
+		}
+	}
+	a.endRelay()
+}
+
+// Request is the session's HTTP request (the upgrade).
+func (rt Realtime) Request() *http.Request { return rt.r }
+
+// End closes the client's session (an error event first when no channel
+// opened it) and returns the request's Result.
+//
+//go:noinline
+func (rt Realtime) End() Result {
+	c, r := rt.c, rt.r
+	defer c.release()
+	s := c.rt
+	if s == nil {
+		return c.end(r) // the upgrade failed
+	}
+	if s.hop != nil {
+		rt.Relay() // its caller did not
+	}
 	s.end(c)
 	res := c.end(r)
-	e.sessionOpened(model, -1)
-	e.tel.Metrics.RealtimeClosed(r.Context(), model, res.Outcome, e.clock.Since(s.opened))
+	model := c.req.Model.Name
+	c.e.sessionOpened(model, -1)
+	c.e.tel.Metrics.RealtimeClosed(r.Context(), model, res.Outcome, c.e.clock.Since(s.opened))
 	return res
 }
 
@@ -133,8 +224,8 @@ func acceptSession(c *call, r *http.Request) bool {
 		return false
 	}
 	rt := c.req.Config.Realtime
-	s := &session{client: conn, in: make(chan rtMsg), maxN: rt.HoldBytes, hold: overload.NewHold(c.e.budget),
-		closeCode: -1, onDone: c.req.OnResponseDone, opened: c.e.clock.Now(), quit: make(chan struct{})}
+	s := &session{client: conn, maxN: rt.HoldBytes, hold: overload.NewHold(c.e.budget),
+		closeCode: -1, onDone: c.req.OnResponseDone, opened: c.e.clock.Now()}
 	if s.maxN <= 0 {
 		s.maxN = config.DefaultRealtimeHoldBytes
 	}
@@ -142,11 +233,10 @@ func acceptSession(c *call, r *http.Request) bool {
 	if maxSession <= 0 {
 		maxSession = config.DefaultRealtimeMaxSession
 	}
-	s.stop, s.stopNow = context.WithCancelCause(context.Background())
 	s.writes, s.endWrites = context.WithCancel(context.Background())
 	s.maxTimer = c.e.clock.AfterFunc(maxSession, func() {
-		s.stopNow(errMaxSession)
 		c.e.clock.AfterFunc(finalWrite, s.endWrites)
+		s.expire(c)
 	})
 	// The largest event a client may send is the hold's bound: a bigger
 	// one closes its socket with 1009 (message too big).
@@ -156,34 +246,140 @@ func acceptSession(c *call, r *http.Request) bool {
 	c.rw.status = http.StatusSwitchingProtocols
 	c.rt = s
 	s.readers.Add(1)
-	go s.readClient(context.WithoutCancel(r.Context()))
+	go s.readClient(context.WithoutCancel(r.Context()), c)
 	return true
 }
 
-// readClient reads the client's messages into in until its socket ends.
-// Its context is never cancelled: closing the socket (end) stops it, so a
-// close frame can still be written when the session ends.
-func (s *session) readClient(ctx context.Context) {
+// readClient reads the client's messages until its socket ends: held
+// before the commit, written to the committed channel after it. Its
+// context is never cancelled: closing the socket (end) stops it, so a
+// close frame can still be written when the session ends. What ends the
+// session here stops the walk (before the commit: walkStop, which
+// cancels the running hop) or closes the committed channel (after it:
+// the handler's read of it ends).
+func (s *session) readClient(ctx context.Context, c *call) {
 	defer s.readers.Done()
-	defer close(s.in)
 	for {
 		typ, b, err := s.client.Read(ctx)
 		if err != nil {
-			s.inErr = err
+			s.clientGone(c, err)
 			return
 		}
-		select {
-		case s.in <- rtMsg{typ, b}:
-		case <-s.quit:
-			s.inErr = errClientGone
+		if !s.clientEvent(c, typ, b) {
 			return
 		}
 	}
 }
 
+// clientGone records that the client closed (or its socket failed) and
+// ends the session with it.
+func (s *session) clientGone(c *call, err error) {
+	s.mu.Lock()
+	if s.over {
+		s.mu.Unlock()
+		return
+	}
+	s.clientEnd, s.closeCode = true, websocket.CloseStatus(err)
+	s.mu.Unlock()
+	s.stopBy(c, errClientGone)
+}
+
+// clientEvent relays one client event (held before the commit, written to
+// the committed channel after it); false when it ended the session: a
+// binary message, more than the hold may keep, or a channel that failed
+// the write (its read in the handler ends too).
+func (s *session) clientEvent(c *call, typ websocket.MessageType, b []byte) bool {
+	s.mu.Lock()
+	if s.over {
+		s.mu.Unlock()
+		return false
+	}
+	if typ != websocket.MessageText {
+		s.failLocked(binaryEventError(), websocket.StatusUnsupportedData)
+		s.mu.Unlock()
+		s.stopBy(c, errBinaryFromUser)
+		return false
+	}
+	if !s.live {
+		err := s.holdEvent(rtMsg{typ, b})
+		switch {
+		case err == nil:
+		case errors.Is(err, errHoldBudget):
+			s.failLocked(rtError{Type: "server_error", Code: CodeEngineOverloaded, Message: "hopgate cannot hold the session's events now (buffer budget): retry shortly"}, closeTryAgainLater)
+		default:
+			s.failLocked(rtError{Type: "invalid_request_error", Code: CodeHoldExceeded,
+				Message: fmt.Sprintf("the events sent before session.created exceed realtime.hold_bytes (%d bytes): wait for session.created", s.maxN)}, websocket.StatusPolicyViolation)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			s.stopBy(c, err)
+			return false
+		}
+		return true
+	}
+	up, ctx := s.up, s.upCtx
+	s.mu.Unlock()
+	if up.Write(ctx, typ, b) != nil {
+		return false // the channel's socket is closed: the handler's read says why
+	}
+	s.in.Add(1)
+	return true
+}
+
+// stopBy ends the session for why: before the commit, the walk stops
+// (and with it the running hop, whose gate classifies why); after it,
+// the committed channel is closed with a close frame.
+func (s *session) stopBy(c *call, why error) {
+	s.mu.Lock()
+	live := s.live
+	s.mu.Unlock()
+	if !live {
+		c.stop.cancel(why)
+		return
+	}
+	s.closeUp(why)
+}
+
+// expire is realtime.max_session firing (the timer's goroutine): the walk
+// stops, or the committed channel is closed; the session's end waits for
+// that close.
+func (s *session) expire(c *call) {
+	s.mu.Lock()
+	if s.over {
+		s.mu.Unlock()
+		return
+	}
+	live := s.live
+	if live {
+		s.readers.Add(1)
+	}
+	s.mu.Unlock()
+	if !live {
+		c.stop.cancel(errMaxSession)
+		return
+	}
+	defer s.readers.Done()
+	s.closeUp(errMaxSession)
+}
+
+// closeUp closes the committed channel's socket with a close frame, once,
+// for why: the handler's read of it gets the channel's answer (or the
+// close handshake reads it itself once the handler stopped reading).
+func (s *session) closeUp(why error) {
+	s.mu.Lock()
+	if s.upClosing {
+		s.mu.Unlock()
+		return
+	}
+	s.upClosing, s.why = true, why
+	up := s.up
+	s.mu.Unlock()
+	_ = up.Close(websocket.StatusNormalClosure, "")
+}
+
 // holdEvent keeps a client event sent before the commit, to be replayed
 // to the committed channel; an error when it would cross hold_bytes or
-// the buffer budget.
+// the buffer budget. Under mu.
 func (s *session) holdEvent(m rtMsg) error {
 	n := int64(len(m.b))
 	if s.heldN+n > s.maxN {
@@ -198,46 +394,46 @@ func (s *session) holdEvent(m rtMsg) error {
 }
 
 // release lets go of the held events (replayed, or the session is over).
+// Under mu.
 func (s *session) release() {
 	s.held, s.heldN = nil, 0
 	s.hold.Release()
 }
 
-// end closes the client's session once the walk is over: a session that
-// never committed gets the reason as an error event first. Every goroutine
-// of the session is gone when it returns.
+// end closes the client's session once the walk (and the relay of a
+// committed session) is over: a session that never committed gets the
+// reason as an error event first. Every goroutine of the session is gone
+// when it returns.
 func (s *session) end(c *call) {
 	s.maxTimer.Stop()
+	s.mu.Lock()
+	s.over = true // the reader records nothing more, max_session does nothing
 	s.release()
-	// The reader stops first: one blocked handing over an event would
-	// otherwise keep the close handshake below from reading the client's
-	// close frame.
-	close(s.quit)
+	failure, clientEnd := s.failure, s.clientEnd
+	s.mu.Unlock()
 	code, reason := websocket.StatusNormalClosure, ""
-	if s.failure != nil && !s.clientEnd {
+	if failure != nil && !clientEnd {
 		// Bounded on the engine's clock: a client that does not read
 		// cannot hold the session's end.
 		ctx, cancel := context.WithCancel(context.Background())
 		t := c.e.clock.AfterFunc(finalWrite, cancel)
-		_ = s.client.Write(ctx, websocket.MessageText, errorEvent(*s.failure))
+		_ = s.client.Write(ctx, websocket.MessageText, errorEvent(*failure))
 		t.Stop()
 		cancel()
-		reason = s.failure.Code
+		reason = failure.Code
 	}
 	if s.closeCode >= 0 {
 		code = s.closeCode
 	}
-	if s.clientEnd {
+	if clientEnd {
 		_ = s.client.CloseNow()
 	} else {
+		// The close handshake reads the client's answer; the reader's
+		// read of it ends with it.
 		_ = s.client.Close(code, reason)
 		s.closeCode = code
 	}
-	s.stopNow(context.Canceled)
 	s.endWrites()
-	for range s.in {
-		// Drain: the reader may be delivering a last event.
-	}
 	s.readers.Wait()
 }
 
@@ -277,10 +473,13 @@ const (
 // nothing when it left.
 func (s *session) finish(c *call, last *classify.HopError) {
 	path := telemetry.FormatPath(c.steps)
+	s.mu.Lock()
+	clientEnd, failed := s.clientEnd, s.failure != nil
+	s.mu.Unlock()
 	switch {
-	case s.clientEnd:
+	case clientEnd:
 		c.rw.outcome = OutcomeCanceled
-	case s.failure != nil:
+	case failed:
 		// Ended by hopgate's own bound (the hold, the budget): said already.
 		c.rw.outcome = OutcomeExhausted
 	case c.stop.err() == errChainDeadline || !c.rw.claim():
@@ -302,8 +501,15 @@ func (s *session) finish(c *call, last *classify.HopError) {
 	}
 }
 
-// fail sets the error event and close code the session ends with.
+// fail sets the error event and close code the session ends with; the
+// first one stays.
 func (s *session) fail(e rtError, code websocket.StatusCode) {
+	s.mu.Lock()
+	s.failLocked(e, code)
+	s.mu.Unlock()
+}
+
+func (s *session) failLocked(e rtError, code websocket.StatusCode) {
 	if s.failure == nil {
 		s.failure, s.closeCode = &e, code
 	}

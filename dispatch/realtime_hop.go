@@ -6,8 +6,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"sync"
 
 	"github.com/coder/websocket"
 	"go.opentelemetry.io/otel/propagation"
@@ -18,27 +18,51 @@ import (
 	"github.com/hopgate/hopgate/telemetry"
 )
 
-// rtAttempt is a realtime hop: the attempt, and what its session
-// relayed (the hop span's session attributes).
+// rtAttempt is a realtime hop: the attempt, its channel's socket once
+// dialed, and what its session relayed (the hop span's session
+// attributes; the client's events are the session's count).
 type rtAttempt struct {
 	*attempt
-	in, out, responses int64
+	conn           *websocket.Conn
+	out, responses int64
+	relayErr       *classify.HopError // how the relay ended (nil: not the channel's fault)
+	// rd is the relay's last read of the channel (Realtime.Relay), for
+	// forward: kept here, not passed, so the parked frame stays small.
+	rd struct {
+		typ websocket.MessageType
+		r   io.Reader
+		err error
+	}
 }
 
-// session runs a realtime hop: the dial and the first server event under
-// L4, the session gate (upstream events held until session.created, the
-// client's held until then too), the commit, then the relay both ways
-// until one side ends. nil: a committed session ended without the
-// channel's fault (the client closed, or realtime.max_session).
+// session runs a realtime hop up to its commit: the dial and the first
+// server event under L4, then the session gate (upstream events held
+// until session.created; the client's reader holds the client's until
+// then too). At the commit the walk returns (errStreamOpen) and
+// ServeRealtime relays the session (Realtime.Relay); any other end of the gate is
+// the hop's error, as for any hop.
 func (a *rtAttempt) session() *classify.HopError {
-	c, s := a.c, a.c.rt
-	defer a.cancel(nil)
 	if a.upErr != nil {
+		a.cancel(nil)
 		return a.transportError(fmt.Errorf("%w: %w", provider.ErrCredential, a.upErr))
 	}
-	defer func() {
-		a.span.Session(telemetry.SessionEnd{EventsIn: a.in, EventsOut: a.out, Responses: a.responses, CloseCode: int(max(s.closeCode, 0))})
-	}()
+	err := a.gate()
+	if err == errStreamOpen {
+		return err
+	}
+	if a.conn != nil {
+		_ = a.conn.CloseNow()
+	}
+	a.cancel(nil)
+	a.recordSession()
+	return err
+}
+
+// gate dials the channel and holds its events until one is decisive:
+// session.created commits (errStreamOpen), an error event or a close
+// discards the hop.
+func (a *rtAttempt) gate() *classify.HopError {
+	c := a.c
 	gate := a.span.AwaitSession(a.ctx)
 	gateStart := c.e.clock.Now()
 	decide := func(d string, frames, n int) {
@@ -50,6 +74,9 @@ func (a *rtAttempt) session() *classify.HopError {
 	defer l4.Stop()
 	up, herr := a.dial()
 	if herr != nil {
+		if err := a.sessionStopped(decide, 0, 0); err != nil {
+			return err // the client or max_session ended the session during the dial
+		}
 		if herr.Kind == classify.KindHeaderTimeout {
 			a.headerTimedOut()
 			decide(telemetry.GateFailoverTimeout, 0, 0)
@@ -58,154 +85,181 @@ func (a *rtAttempt) session() *classify.HopError {
 		}
 		return herr
 	}
+	a.conn = up
 	up.SetReadLimit(int64(c.e.maxFrame))
-	upIn := make(chan rtMsg)
-	var upErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(upIn)
-		for {
-			typ, b, err := up.Read(a.ctx)
-			if err != nil {
-				upErr = err
-				return
-			}
-			select {
-			case upIn <- rtMsg{typ, b}:
-			case <-a.ctx.Done():
-				upErr = context.Cause(a.ctx)
-				return
-			}
-		}
-	}()
-	// closeUp closes the upstream's session with a close frame: its
-	// reader keeps reading (into a drain) until the upstream answers it.
-	var drained chan struct{}
-	closeUp := func() {
-		drained = make(chan struct{})
-		go func() {
-			defer close(drained)
-			for range upIn {
-			}
-		}()
-		_ = up.Close(websocket.StatusNormalClosure, "")
-	}
-	defer func() {
-		_ = up.CloseNow()
-		if drained == nil {
-			for range upIn {
-			}
-		} else {
-			<-drained
-		}
-		wg.Wait()
-	}()
-
-	// The session gate.
 	var held []rtMsg
 	heldN, first := 0, true
-	for !s.committed {
-		select {
-		case m, ok := <-upIn:
-			if first {
-				first = false
-				if !l4.Stop() || a.ctx.Err() != nil {
-					return a.gateEnded(decide, len(held), heldN)
-				}
+	for {
+		// Cancelling the hop (L4, the walk's stop: the chain deadline,
+		// the client, max_session) ends this read and closes the socket.
+		typ, b, err := up.Read(a.ctx)
+		if first {
+			first = false
+			if !l4.Stop() || a.ctx.Err() != nil {
+				return a.gateEnded(decide, len(held), heldN)
 			}
-			if !ok {
-				if err := a.gateEnded(decide, len(held), heldN); err != nil {
-					return err
-				}
-				decide(telemetry.GateDiscardClose, len(held), heldN)
-				return &classify.HopError{Kind: classify.KindStreamEOF, Cause: fmt.Errorf("the upstream closed before session.created: %w", upErr)}
-			}
-			ev, err := rtevent.Parse(m.b)
-			if m.typ != websocket.MessageText || err != nil {
-				decide(telemetry.GateDiscardError, len(held), heldN)
-				return &classify.HopError{Kind: classify.KindBadJSON, Cause: errors.New("the upstream's first events are not JSON text events")}
-			}
-			switch ev.Type {
-			case rtevent.TypeSessionCreated:
-				if !c.rw.claim() {
-					decide(telemetry.GateDiscardError, len(held), heldN)
-					return c.lostCommit()
-				}
-				decide(telemetry.GateCommitSession, len(held)+1, heldN+len(m.b))
-				if err := a.commitSession(up, append(held, m)); err != nil {
-					return err
-				}
-				if s.clientEnd {
-					closeUp() // the client left as the session opened
-					return nil
-				}
-			case rtevent.TypeError:
-				decide(telemetry.GateDiscardError, len(held)+1, heldN+len(m.b))
-				return &classify.HopError{Kind: classify.KindStreamError, Cause: fmt.Errorf("error event before session.created: %s: %s", ev.ErrorCode, ev.ErrorMessage)}
-			default:
-				if heldN+len(m.b) > c.e.maxHeld {
-					decide(telemetry.GateDiscardError, len(held), heldN)
-					return &classify.HopError{Kind: classify.KindGateOverflow}
-				}
-				held = append(held, m)
-				heldN += len(m.b)
-			}
-		case m, ok := <-s.in:
-			if err := a.clientBeforeCommit(m, ok); err != nil {
-				decide(telemetry.GateDiscardClose, len(held), heldN)
+		}
+		if err != nil {
+			if err := a.gateEnded(decide, len(held), heldN); err != nil {
 				return err
 			}
-		case <-s.stop.Done():
-			s.fail(rtError{Type: "server_error", Code: CodeSessionExpired, Message: "realtime.max_session reached before a channel opened the session"}, websocket.StatusNormalClosure)
-			c.stop.cancel(errMaxSession)
 			decide(telemetry.GateDiscardClose, len(held), heldN)
-			return &classify.HopError{Kind: classify.KindCanceled, Cause: errMaxSession}
-		case <-a.ctx.Done():
-			return a.gateEnded(decide, len(held), heldN)
+			return &classify.HopError{Kind: classify.KindStreamEOF, Cause: fmt.Errorf("the upstream closed before session.created: %w", err)}
+		}
+		m := rtMsg{typ, b}
+		ev, perr := rtevent.Parse(m.b)
+		if m.typ != websocket.MessageText || perr != nil {
+			decide(telemetry.GateDiscardError, len(held), heldN)
+			return &classify.HopError{Kind: classify.KindBadJSON, Cause: errors.New("the upstream's first events are not JSON text events")}
+		}
+		switch ev.Type {
+		case rtevent.TypeSessionCreated:
+			if !c.rw.claim() {
+				decide(telemetry.GateDiscardError, len(held), heldN)
+				return c.lostCommit()
+			}
+			decide(telemetry.GateCommitSession, len(held)+1, heldN+len(m.b))
+			return a.commitSession(append(held, m))
+		case rtevent.TypeError:
+			decide(telemetry.GateDiscardError, len(held)+1, heldN+len(m.b))
+			return &classify.HopError{Kind: classify.KindStreamError, Cause: fmt.Errorf("error event before session.created: %s: %s", ev.ErrorCode, ev.ErrorMessage)}
+		default:
+			if heldN+len(m.b) > c.e.maxHeld {
+				decide(telemetry.GateDiscardError, len(held), heldN)
+				return &classify.HopError{Kind: classify.KindGateOverflow}
+			}
+			held = append(held, m)
+			heldN += len(m.b)
 		}
 	}
+}
 
-	// After commit: frames pass through as they came, both ways.
+// recordSession records what the hop's session relayed on its span.
+func (a *rtAttempt) recordSession() {
+	s := a.c.rt
+	s.mu.Lock()
+	code := s.closeCode
+	s.mu.Unlock()
+	a.span.Session(telemetry.SessionEnd{EventsIn: s.in.Load(), EventsOut: a.out, Responses: a.responses, CloseCode: int(max(code, 0))})
+}
+
+// forward handles the relay's last read of the committed channel (a.rd): the event to the client, or the end of the session
+// (true; relayErr says why). The message is read into a recycled buffer
+// here, after the read parked, so an idle session holds none.
+//
+//go:noinline
+func (a *rtAttempt) forward() bool {
+	typ, rd, err := a.rd.typ, a.rd.r, a.rd.err
+	a.rd.r, a.rd.err = nil, nil
+	if err != nil {
+		a.relayErr = a.relayEnded(err)
+		return true
+	}
+	buf := getRTBuf()
+	defer putRTBuf(buf)
+	if *buf, err = readMessage((*buf)[:0], rd); err != nil {
+		a.relayErr = a.relayEnded(err)
+		return true
+	}
+	return !a.toClient(typ, *buf)
+}
+
+// endRelay ends the hop of a relayed session as the walk would have: its
+// session attributes, span, metrics, step and breaker ticket.
+//
+//go:noinline
+func (a *rtAttempt) endRelay() {
+	c := a.c
+	_ = a.conn.CloseNow()
+	a.cancel(nil)
+	a.recordSession()
+	a.end(a.relayErr)
+	c.recordBreaker(c.ans.br, c.ans.ticket, a.relayErr)
+}
+
+// readMessage reads one message into b.
+func readMessage(b []byte, rd io.Reader) ([]byte, error) {
 	for {
-		select {
-		case m, ok := <-upIn:
-			if !ok {
-				return a.interrupted(upErr)
-			}
-			if s.client.Write(s.writes, m.typ, m.b) != nil {
-				s.clientEnd = true
-				closeUp()
-				return nil
-			}
-			a.out++
-			if m.typ == websocket.MessageText && bytes.Contains(m.b, responseDoneMarker) {
-				a.responseDone(m.b)
-			}
-		case m, ok := <-s.in:
-			if !ok {
-				s.clientEnd, s.closeCode = true, websocket.CloseStatus(s.inErr)
-				closeUp()
-				return nil
-			}
-			if m.typ != websocket.MessageText {
-				s.fail(binaryEventError(), websocket.StatusUnsupportedData)
-				closeUp()
-				return nil
-			}
-			if err := up.Write(a.ctx, m.typ, m.b); err != nil {
-				return a.interrupted(err)
-			}
-			a.in++
-		case <-s.stop.Done():
-			s.fail(rtError{Type: "server_error", Code: CodeSessionExpired, Message: "the session reached realtime.max_session"}, websocket.StatusNormalClosure)
-			closeUp()
-			return nil
-		case <-a.ctx.Done():
-			return a.interrupted(context.Cause(a.ctx))
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
 		}
 	}
+}
+
+// The relay reads an event into a body chunk (chunkpool.go) and gives it
+// back once passed on; one grown past chunkSize by a larger event is left
+// to the collector (the free list keeps chunks of chunkSize only).
+func getRTBuf() *[]byte { return getChunk() }
+
+func putRTBuf(b *[]byte) {
+	if cap(*b) == chunkSize {
+		putChunk(b)
+	}
+}
+
+// toClient writes one channel event to the client (false: the client is
+// gone, and the channel is closed), and passes a response.done to the
+// ledger.
+func (a *rtAttempt) toClient(typ websocket.MessageType, b []byte) bool {
+	s := a.c.rt
+	if s.client.Write(s.writes, typ, b) != nil {
+		s.mu.Lock()
+		s.clientEnd = true
+		s.mu.Unlock()
+		s.closeUp(errClientGone)
+		return false
+	}
+	a.out++
+	if typ == websocket.MessageText && bytes.Contains(b, responseDoneMarker) {
+		a.responseDone(b)
+	}
+	return true
+}
+
+// relayEnded classifies the end of the channel's read after commit: the
+// session closed it itself (the client, max_session, a binary client
+// message: nil), or the channel dropped or failed (interrupted).
+func (a *rtAttempt) relayEnded(err error) *classify.HopError {
+	s := a.c.rt
+	s.mu.Lock()
+	why := s.why
+	s.upClosing = true // nobody closes it now: endRelay does
+	s.mu.Unlock()
+	if why == nil && a.ctx.Err() != nil {
+		// The walk's stop reached the hop as it committed (the client
+		// left, max_session).
+		if cause := context.Cause(a.ctx); isSessionStop(cause) {
+			why = cause
+		} else {
+			err = cause
+		}
+	}
+	switch {
+	case why == errMaxSession:
+		s.fail(rtError{Type: "server_error", Code: CodeSessionExpired, Message: "the session reached realtime.max_session"}, websocket.StatusNormalClosure)
+		return nil
+	case why != nil:
+		return nil // said by the reader: the client's close code, or its error event
+	}
+	return a.interrupted(err)
+}
+
+// isSessionStop reports that why is the session's own end (the client,
+// max_session, the hold), not the channel's.
+func isSessionStop(why error) bool {
+	switch why {
+	case errClientGone, errBinaryFromUser, errMaxSession, errHoldExceeded, errHoldBudget:
+		return true
+	}
+	return false
 }
 
 // responseDoneMarker is in every response.done event; no base64 audio
@@ -214,60 +268,44 @@ var responseDoneMarker = []byte(`"response.done"`)
 
 // commitSession sends the held upstream events (session.created last) to
 // the client, then replays the client's held events, in order, to the
-// committed channel.
-func (a *rtAttempt) commitSession(up *websocket.Conn, held []rtMsg) *classify.HopError {
+// committed channel, and hands the client's reader the channel: from then
+// on it writes the client's events there itself. errStreamOpen: the walk
+// returns and ServeRealtime relays the session.
+func (a *rtAttempt) commitSession(held []rtMsg) *classify.HopError {
 	c, s := a.c, a.c.rt
 	s.committed = true
+	s.hop = a
 	c.rw.answered, c.rw.written = true, true
 	c.rw.outcome = c.okOutcome()
 	for _, m := range held {
 		if s.client.Write(s.writes, m.typ, m.b) != nil {
+			s.mu.Lock()
 			s.clientEnd = true
-			return nil
+			s.mu.Unlock()
+			break
 		}
 		a.out++
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Under mu: the reader's next event waits for the replay.
+	s.up, s.upCtx, s.live = a.conn, a.ctx, true
 	for _, m := range s.held {
-		if err := up.Write(a.ctx, m.typ, m.b); err != nil {
-			return a.interrupted(err)
+		if a.conn.Write(a.ctx, m.typ, m.b) != nil {
+			break // the channel's socket is closed: the relay's read says why
 		}
-		a.in++
+		s.in.Add(1)
 	}
 	s.release()
-	return nil
-}
-
-// clientBeforeCommit holds a client event sent before the commit, or ends
-// the walk: the client left, sent a binary message, or sent more than the
-// hold may keep.
-func (a *rtAttempt) clientBeforeCommit(m rtMsg, ok bool) *classify.HopError {
-	c, s := a.c, a.c.rt
-	var why error
-	switch {
-	case !ok:
-		s.clientEnd, s.closeCode = true, websocket.CloseStatus(s.inErr)
-		why = errClientGone
-	case m.typ != websocket.MessageText:
-		s.fail(binaryEventError(), websocket.StatusUnsupportedData)
-		c.rw.outcome = telemetry.OutcomeBadRequest
-		why = errBinaryFromUser
-	default:
-		err := s.holdEvent(m)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, errHoldBudget):
-			s.fail(rtError{Type: "server_error", Code: CodeEngineOverloaded, Message: "hopgate cannot hold the session's events now (buffer budget): retry shortly"}, closeTryAgainLater)
-			c.rw.outcome = telemetry.OutcomeShed
-		default:
-			s.fail(rtError{Type: "invalid_request_error", Code: CodeHoldExceeded,
-				Message: fmt.Sprintf("the events sent before session.created exceed realtime.hold_bytes (%d bytes): wait for session.created", s.maxN)}, websocket.StatusPolicyViolation)
-			c.rw.outcome = telemetry.OutcomeBadRequest
-		}
-		why = err
+	if s.clientEnd && !s.upClosing {
+		// The client left as the session opened: close the channel.
+		s.upClosing, s.why = true, errClientGone
+		up := a.conn
+		s.mu.Unlock()
+		_ = up.Close(websocket.StatusNormalClosure, "")
+		s.mu.Lock()
 	}
-	c.stop.cancel(why)
-	return &classify.HopError{Kind: classify.KindCanceled, Cause: why}
+	return errStreamOpen
 }
 
 func binaryEventError() rtError {
@@ -275,10 +313,13 @@ func binaryEventError() rtError {
 }
 
 // gateEnded classifies a gate whose hop context ended (nil: it has not):
-// L4, the chain deadline, or the walk's end.
+// L4, the chain deadline, the session's own end, or the walk's end.
 func (a *rtAttempt) gateEnded(decide func(string, int, int), frames, n int) *classify.HopError {
 	if a.ctx.Err() == nil {
 		return nil
+	}
+	if err := a.sessionStopped(decide, frames, n); err != nil {
+		return err
 	}
 	switch cause := context.Cause(a.ctx); cause {
 	case errHeaderTimeout:
@@ -293,6 +334,24 @@ func (a *rtAttempt) gateEnded(decide func(string, int, int), frames, n int) *cla
 		decide(telemetry.GateDiscardClose, frames, n)
 		return &classify.HopError{Kind: classify.KindCanceled, Cause: cause}
 	}
+}
+
+// sessionStopped is the gate's end when the session itself stopped the
+// walk before a channel committed (nil: it did not): the client left or
+// broke a rule (its reader said how, readClient), or max_session fired.
+func (a *rtAttempt) sessionStopped(decide func(string, int, int), frames, n int) *classify.HopError {
+	if a.ctx.Err() == nil {
+		return nil
+	}
+	cause := context.Cause(a.ctx)
+	if !isSessionStop(cause) {
+		return nil
+	}
+	if cause == errMaxSession {
+		a.c.rt.fail(rtError{Type: "server_error", Code: CodeSessionExpired, Message: "realtime.max_session reached before a channel opened the session"}, websocket.StatusNormalClosure)
+	}
+	decide(telemetry.GateDiscardClose, frames, n)
+	return &classify.HopError{Kind: classify.KindCanceled, Cause: cause}
 }
 
 // headerTimedOut counts L4 firing on this hop.

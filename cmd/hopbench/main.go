@@ -56,6 +56,7 @@ type options struct {
 	quick       bool
 	seed        uint64        // shuffles the order of targets in each round
 	settle      time.Duration // idle time before each turn
+	only        string        // run this phase alone (only.go); "": the whole run
 	log         io.Writer
 }
 
@@ -75,6 +76,7 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	peers := fs.String("peers", getenv("BENCH_PEERS"), "comma-separated peer gateways to include (portkey); default $BENCH_PEERS")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: tiny durations and counts, no micro-benchmarks")
 	fs.DurationVar(&o.settle, "settle", 250*time.Millisecond, "idle time before each turn, so the previous target's leftovers (GC, span export) do not run in it")
+	fs.StringVar(&o.only, "only", "", "run one phase alone and write its section: "+onlyRealtime)
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of each round's target order (0: from the clock; the report gives it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -94,6 +96,9 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
+	}
+	if o.only != "" && o.only != onlyRealtime {
+		return o, fmt.Errorf("unknown -only phase %q (known: %s)", o.only, onlyRealtime)
 	}
 	if o.rounds < 1 || o.duration <= 0 || o.rate < 1 || o.workers < 1 || o.idle < 1 {
 		return o, errors.New("rounds, duration, rate, workers and idle must be positive")
@@ -228,6 +233,9 @@ func run(ctx context.Context, o options) (*results, error) {
 	if o.log == nil {
 		o.log = io.Discard
 	}
+	if o.only != "" {
+		return runOnly(o)
+	}
 	began := time.Now()
 	if o.root == "" {
 		wd, err := os.Getwd()
@@ -244,14 +252,11 @@ func run(ctx context.Context, o options) (*results, error) {
 	w := &world{o: o, sink: newOTLPSink(), batchSink: newOTLPSink(), client: streamClient(),
 		order: rand.New(rand.NewPCG(o.seed, 0))}
 	defer w.close()
-	pkiDir, err := os.MkdirTemp("", "hopbench-tls-")
+	removePKI, err := w.makePKI()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(pkiDir)
-	if w.pki, err = newBenchPKI(pkiDir); err != nil {
-		return nil, fmt.Errorf("TLS certificate: %w", err)
-	}
+	defer removePKI()
 	if err := w.start(); err != nil {
 		return nil, err
 	}

@@ -159,6 +159,9 @@ type rtTarget struct {
 	name string
 	url  string // ws://host:port/v1/realtime?model=…
 	pid  int    // the relaying process (0: none, direct)
+	// pprof is the relaying process's pprof listener, which serves
+	// /debug/rtstats (only.go); "": the idle test reads RSS only.
+	pprof string
 }
 
 // rtDial opens a session on t and reads its first event.
@@ -306,9 +309,11 @@ func rtLatency(t rtTarget, sessions int, d time.Duration) ([]time.Duration, erro
 }
 
 // rtIdle opens n sessions on t, leaves them idle, and reads the relaying
-// process's RSS before and after (fresh processes: the caller starts them).
-func rtIdle(t rtTarget, n int) idleResult {
+// process's RSS before and after (fresh processes: the caller starts them);
+// during, when not nil, runs while they are still open.
+func rtIdle(t rtTarget, n int, during func()) (idleResult, goRuntime) {
 	res := idleResult{n: n}
+	var rtBefore, rtAfter goRuntime
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	// Warm the process: first-use allocations, the upstream's pool.
@@ -321,7 +326,10 @@ func rtIdle(t rtTarget, n int) idleResult {
 	var err error
 	if res.rssBefore, err = rssKiB(t.pid); err != nil {
 		res.err = err.Error()
-		return res
+		return res, goRuntime{}
+	}
+	if t.pprof != "" {
+		rtBefore, _ = readGoRuntime(t.pprof)
 	}
 	conns := make([]*websocket.Conn, 0, n)
 	defer func() {
@@ -359,13 +367,21 @@ func rtIdle(t rtTarget, n int) idleResult {
 	if res.rssAfter, err = rssKiB(t.pid); err != nil {
 		res.err = err.Error()
 	}
+	if t.pprof != "" {
+		rtAfter, _ = readGoRuntime(t.pprof)
+	}
+	if during != nil {
+		during()
+	}
 	if failed > 0 {
 		res.err = fmt.Sprintf("%d of %d sessions did not open (first error: %v)", failed, n, first)
 	}
+	var per goRuntime
 	if res.opened > 0 {
 		res.perStreamKiB = float64(res.rssAfter-res.rssBefore) / float64(res.opened)
+		per = rtAfter.sub(rtBefore).div(float64(res.opened))
 	}
-	return res
+	return res, per
 }
 
 // rtResults is what the realtime phase measured.
@@ -374,6 +390,7 @@ type rtResults struct {
 	eventsPerSec                  map[string][]float64       // per round
 	latency                       map[string][]time.Duration // every round trip, all rounds
 	idle                          map[string]idleResult      // relay, hopgate
+	idleRuntime                   map[string]goRuntime       // per idle session: goroutines, heap and stack in use
 	err                           []string
 }
 
@@ -382,7 +399,7 @@ type rtResults struct {
 // fresh ones.
 func (w *world) realtime(res *results) error {
 	rt := &rtResults{sessions: 8, window: 16, latSessions: 4, eventsPerSec: map[string][]float64{},
-		latency: map[string][]time.Duration{}, idle: map[string]idleResult{}}
+		latency: map[string][]time.Duration{}, idle: map[string]idleResult{}, idleRuntime: map[string]goRuntime{}}
 	res.realtime = rt
 	echo := w.up.addrs["realtime"]
 	if echo == "" {
@@ -438,13 +455,23 @@ func (w *world) realtime(res *results) error {
 	if err != nil {
 		return err
 	}
-	rt.idle[rtRelay] = rtIdle(rtTarget{name: rtRelay, url: "ws://" + relay.addrs["main"] + path, pid: relay.pid()}, w.o.idle)
+	rt.idle[rtRelay], rt.idleRuntime[rtRelay] = rtIdle(rtTarget{name: rtRelay, url: "ws://" + relay.addrs["main"] + path,
+		pid: relay.pid(), pprof: relay.addrs["pprof"]}, w.o.idle, nil)
 	relay.stop()
 	if gw, err = w.startGateway(); err != nil {
 		return err
 	}
 	defer gw.stop()
-	rt.idle[rtHopgate] = rtIdle(rtTarget{name: rtHopgate, url: "ws://" + gw.addrs["main"] + path, pid: gw.pid()}, w.o.idle)
+	var profile func()
+	if w.o.only == onlyRealtime && w.o.profileDir != "" {
+		profile = func() {
+			if err := saveProfiles(w.o.profileDir, gw.addrs["pprof"], "realtime-idle"); err != nil {
+				rt.err = append(rt.err, "idle profiles: "+err.Error())
+			}
+		}
+	}
+	rt.idle[rtHopgate], rt.idleRuntime[rtHopgate] = rtIdle(rtTarget{name: rtHopgate, url: "ws://" + gw.addrs["main"] + path,
+		pid: gw.pid(), pprof: gw.addrs["pprof"]}, w.o.idle, profile)
 	return nil
 }
 
@@ -477,15 +504,17 @@ func (r *results) renderRealtime(p func(string, ...any)) {
 	}
 	p("")
 	rel, hg := rt.idle[rtRelay], rt.idle[rtHopgate]
-	p("Memory per idle open session (fresh processes, %d sessions each, RSS after − before, divided by the sessions open):", r.opts.idle)
+	p("Memory per idle open session (fresh processes, %d sessions each, RSS after − before, divided by the sessions open;", r.opts.idle)
+	p("goroutines, heap and stacks in use likewise, from the process's runtime.MemStats):")
 	p("")
-	p("| relay | KiB per session | sessions open | error |")
-	p("| --- | ---: | ---: | --- |")
+	p("| relay | KiB per session | goroutines | Go heap KiB | Go stacks KiB | sessions open | error |")
+	p("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
 	for _, x := range []struct {
 		name string
 		v    idleResult
 	}{{rtRelay, rel}, {rtHopgate, hg}} {
-		p("| %s | %.1f | %d | %s |", x.name, x.v.perStreamKiB, x.v.opened, x.v.err)
+		g := rt.idleRuntime[x.name]
+		p("| %s | %.1f | %.2f | %.1f | %.1f | %d | %s |", x.name, x.v.perStreamKiB, g.goroutines, g.heapKiB, g.stackKiB, x.v.opened, x.v.err)
 	}
 	p("")
 	verdict := "met"

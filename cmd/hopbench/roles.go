@@ -203,8 +203,13 @@ func runRole(role string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		ps, pa, err := serveLoopback(http.DefaultServeMux) // /debug/rtstats (only.go)
+		if err != nil {
+			return err
+		}
 		announce("main", a)
-		stop = func() { s.Close() }
+		announce("pprof", pa)
+		stop = func() { s.Close(); ps.Close() }
 	case roleGateway:
 		g, tel, pprofSrv, err := startGateway(ctx)
 		if err != nil {

@@ -17,8 +17,9 @@
 // it. GET /v1/realtime (realtime.go) runs the same checks before the
 // WebSocket upgrade (the key may come as the browser's
 // openai-insecure-api-key.<key> subprotocol) and hands the session to
-// dispatch.Engine.ServeRealtime; with wallets, a session holds its model's
-// realtime_hold before the upgrade (402 otherwise), each response.done is
-// charged and the hold is released when ServeRealtime returns
-// (realtime_wallet.go, wallet.Session).
+// dispatch.Engine.StartRealtime, Realtime.Relay and Realtime.End (the
+// relay runs from the route's own small frame: an idle session parks
+// there); with wallets, a session holds its model's realtime_hold before
+// the upgrade (402 otherwise), each response.done is charged and the hold
+// is released when the session ends (realtime_wallet.go, wallet.Session).
 package api

@@ -10,6 +10,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/wallet"
 )
 
 // realtimePath is the realtime sessions' endpoint (DESIGN.md §15).
@@ -43,58 +44,129 @@ func realtimeKeySum(r *http.Request) ([32]byte, bool) {
 	return [32]byte{}, false
 }
 
-// realtime serves GET /v1/realtime?model=M: the front-door checks (method,
-// upgrade, key, model, operation, the stream bound), then the engine's
-// session. Every refusal is an HTTP answer before the upgrade.
-func (s *Server) realtime(w http.ResponseWriter, r *http.Request) {
-	if !s.enter(w, r) {
+// realtimeHandler serves GET /v1/realtime?model=M: the front-door checks
+// (method, upgrade, key, model, operation, the stream bound), then the
+// engine's session. Every refusal is an HTTP answer before the upgrade.
+// An idle session parks this goroutine for minutes under ServeHTTP, and
+// the runtime halves a goroutine's stack only while less than a quarter
+// of it (less 800 bytes) is in use: so the route is a type, not a method
+// value (whose wrapper and http.HandlerFunc would be two more frames), the
+// checks, the walk and the session's end are calls of their own, and this
+// frame holds only the exchange (docs/performance.md, memory per idle
+// realtime session).
+type realtimeHandler struct{ s *Server }
+
+func (h realtimeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := h.s.startRealtime(w, r)
+	if x == nil {
 		return
 	}
-	defer s.adm.Leave()
+	defer x.release()
+	x.rt.Relay()
+	x.finish()
+}
+
+// rtExchange is a realtime session past the front door and what it holds
+// until it ends: its admission, an open-stream slot, a wallet session.
+type rtExchange struct {
+	s        *Server
+	req      *dispatch.Request
+	ses      *wallet.Session // nil: not charged
+	rt       dispatch.Realtime
+	entered  bool
+	stream   bool
+	released bool
+}
+
+// startRealtime runs the front-door checks, takes what the session holds
+// and starts the engine's session (the upgrade and the walk); nil once a
+// refusal was written (and what was taken was given back).
+//
+//go:noinline
+func (s *Server) startRealtime(w http.ResponseWriter, r *http.Request) *rtExchange {
+	x := &rtExchange{s: s}
+	ok := false
+	defer func() {
+		if !ok {
+			x.release() // a refusal, or a panic in the checks
+		}
+	}()
+	if !s.enter(w, r) {
+		return nil
+	}
+	x.entered = true
 	cfg := s.cfg.Load()
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
 		s.fail(w, r, apierror.MethodNotAllowed(r.Method))
-		return
+		return nil
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		s.fail(w, r, apierror.InvalidRequest(realtimePath+" is a WebSocket endpoint: send a WebSocket upgrade (GET with Upgrade: websocket)", ""))
-		return
+		return nil
 	}
 	tenant, aerr := s.identifyWith(cfg, r, realtimeKeySum)
 	if aerr != nil {
 		s.fail(w, r, aerr)
-		return
+		return nil
 	}
 	name := r.URL.Query().Get("model")
 	if name == "" {
 		s.fail(w, r, apierror.InvalidRequest("the session names no model: add ?model= to the URL", "model"))
-		return
+		return nil
 	}
 	m := cfg.Model(name)
 	if m == nil {
 		s.fail(w, r, apierror.ModelNotFound("model \""+name+"\" does not exist on this gateway; GET /v1/models lists the models served"))
-		return
+		return nil
 	}
 	if !serves(m, config.OpRealtime) {
 		s.fail(w, r, apierror.OperationNotSupported("model \""+m.Name+"\" does not serve the \"realtime\" operation ("+realtimePath+"); it serves: "+strings.Join(operations(m), ", ")))
-		return
+		return nil
 	}
 	if !s.openStream(w, r) {
-		return
+		return nil
 	}
-	defer s.adm.CloseStream()
-	req := &dispatch.Request{Config: cfg, Model: m, Operation: config.OpRealtime, Path: "/realtime", Tenant: tenant}
-	ses, ok := s.reserveSession(w, r, req)
-	if !ok {
-		return
+	x.stream = true
+	x.req = &dispatch.Request{Config: cfg, Model: m, Operation: config.OpRealtime, Path: "/realtime", Tenant: tenant}
+	ses, reserved := s.reserveSession(w, r, x.req)
+	if !reserved {
+		return nil
 	}
-	defer ses.Guard()
-	res := s.engine.ServeRealtime(w, r, req)
-	ses.Close(context.WithoutCancel(r.Context()))
+	x.ses = ses
+	x.rt = s.engine.StartRealtime(w, r, x.req)
+	ok = true
+	return x
+}
+
+// finish ends the engine's session, closes the wallet session (its hold
+// released), then records and logs the session.
+//
+//go:noinline
+func (x *rtExchange) finish() {
+	res := x.rt.End()
+	r := x.rt.Request()
+	s, m := x.s, x.req.Model
+	x.ses.Close(context.WithoutCancel(r.Context()))
 	s.status.Record(m.Name, res.Outcome)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "realtime session",
 		slog.String("path", r.URL.Path), slog.String("model", m.Name), slog.String("served_model", res.ServedModel),
 		slog.Int("status", res.Status), slog.String("outcome", res.Outcome), slog.String("failover_path", res.Path),
-		slog.Int("attempts", res.Attempts), slog.String("tenant", tenant))
+		slog.Int("attempts", res.Attempts), slog.String("tenant", x.req.Tenant))
+}
+
+// release gives back what the session held, in the reverse order it was
+// taken: the wallet session's guard, the stream slot, the admission.
+func (x *rtExchange) release() {
+	if x.released {
+		return
+	}
+	x.released = true
+	x.ses.Guard()
+	if x.stream {
+		x.s.adm.CloseStream()
+	}
+	if x.entered {
+		x.s.adm.Leave()
+	}
 }

@@ -78,7 +78,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.Handle("/v1/models", s.tel.ServerHandler(http.HandlerFunc(s.models), public))
 	mux.Handle("/v1/models/", s.tel.ServerHandler(http.HandlerFunc(s.modelByID), public))
-	mux.Handle(realtimePath, s.tel.ServerHandler(http.HandlerFunc(s.realtime), public))
+	mux.Handle(realtimePath, s.tel.ServerHandler(realtimeHandler{s}, public))
 	notFound := s.tel.ServerHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, apierror.NotFound(r.URL.Path))
 	}), public)

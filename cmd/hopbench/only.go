@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Phases -only can run alone.
+const onlyRealtime = "realtime"
+
+// runOnly runs one phase of the benchmark by itself, with just the
+// processes it needs (the upstream, the OTLP sink, its relays), and
+// writes that phase's section of the report: a quick before/after
+// measurement of one row, without the whole run's ten minutes. With
+// -profile, the realtime phase also saves the gateway's goroutine and
+// heap profiles while its idle sessions are open.
+func runOnly(o options) (*results, error) {
+	began := time.Now()
+	res := &results{opts: o, facts: readFacts()}
+	w := &world{o: o, sink: newOTLPSink(), batchSink: newOTLPSink(), client: streamClient()}
+	defer w.close()
+	removePKI, err := w.makePKI()
+	if err != nil {
+		return nil, err
+	}
+	defer removePKI()
+	sinkSrv, sinkAddr, err := serveLoopback(w.sink)
+	if err != nil {
+		return nil, err
+	}
+	w.sinkAddr, w.sinkStop = sinkAddr, func() { sinkSrv.Close() }
+	if w.up, err = startRole(roleUpstream, w.pki.upstreamEnv()...); err != nil {
+		return nil, err
+	}
+	w.order = rand.New(rand.NewPCG(o.seed, 0))
+	w.logf("realtime sessions only")
+	if err := w.realtime(res); err != nil {
+		return nil, err
+	}
+	res.elapsed = time.Since(began)
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("<!-- hopbench -only %s, %s, seed %d, %d rounds of %s, %d idle sessions -->", o.only, res.elapsed.Round(time.Second), o.seed, o.rounds, o.duration, o.idle)
+	p("")
+	res.renderRealtime(p)
+	if err := writeOut(o.out, b.String()); err != nil {
+		return nil, err
+	}
+	w.logf("done in %s: %s", res.elapsed.Round(time.Second), o.out)
+	return res, nil
+}
+
+// writeOut writes a report to path ("" or "-": stdout).
+func writeOut(path, s string) error {
+	if path == "" || path == "-" {
+		_, err := io.WriteString(os.Stdout, s)
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// saveProfiles fetches the goroutine (debug=1: stacks grouped) and heap
+// profiles of a process's pprof listener into dir, named by prefix.
+func saveProfiles(dir, pprofAddr, prefix string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, p := range []struct{ path, file string }{
+		{"/debug/pprof/goroutine?debug=1", prefix + "-goroutines.txt"},
+		{"/debug/pprof/heap?gc=1", prefix + "-heap.pb.gz"},
+	} {
+		resp, err := http.Get("http://" + pprofAddr + p.path)
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, p.file), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// goRuntime is what a process's Go runtime holds: goroutines, and heap
+// and stacks in use (KiB).
+type goRuntime struct{ goroutines, heapKiB, stackKiB float64 }
+
+func (a goRuntime) sub(b goRuntime) goRuntime {
+	return goRuntime{a.goroutines - b.goroutines, a.heapKiB - b.heapKiB, a.stackKiB - b.stackKiB}
+}
+
+func (a goRuntime) div(n float64) goRuntime {
+	return goRuntime{a.goroutines / n, a.heapKiB / n, a.stackKiB / n}
+}
+
+// rtstatsPath serves a process's goRuntime on its pprof listener (every
+// role serving http.DefaultServeMux): the realtime row compares the
+// relays' goroutines, heap and stacks per idle session, not only RSS.
+const rtstatsPath = "/debug/rtstats"
+
+func init() {
+	http.HandleFunc(rtstatsPath, func(w http.ResponseWriter, _ *http.Request) {
+		runtime.GC() // heap in use without the garbage of the sessions' opening
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		_ = json.NewEncoder(w).Encode(map[string]float64{"goroutines": float64(runtime.NumGoroutine()),
+			"heap_kib": float64(m.HeapInuse) / 1024, "stack_kib": float64(m.StackInuse) / 1024})
+	})
+}
+
+// readGoRuntime reads the goRuntime of the process whose pprof listener
+// is at addr.
+func readGoRuntime(addr string) (goRuntime, error) {
+	resp, err := http.Get("http://" + addr + rtstatsPath)
+	if err != nil {
+		return goRuntime{}, err
+	}
+	defer resp.Body.Close()
+	var v map[string]float64
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return goRuntime{}, err
+	}
+	return goRuntime{v["goroutines"], v["heap_kib"], v["stack_kib"]}, nil
+}
+
+// makePKI makes the run's TLS certificates in a temporary directory; the
+// returned func removes it.
+func (w *world) makePKI() (func(), error) {
+	dir, err := os.MkdirTemp("", "hopbench-tls-")
+	if err != nil {
+		return nil, err
+	}
+	if w.pki, err = newBenchPKI(dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("TLS certificate: %w", err)
+	}
+	return func() { os.RemoveAll(dir) }, nil
+}
