@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 
 	"github.com/hopgate/hopgate/dispatch"
@@ -57,13 +59,52 @@ func realtimeKeySum(r *http.Request) ([32]byte, bool) {
 type realtimeHandler struct{ s *Server }
 
 func (h realtimeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := h.s.startRealtime(w, r)
+	x := h.s.openRealtime(w, r)
 	if x == nil {
 		return
 	}
 	defer x.release()
 	x.rt.Relay()
 	x.finish()
+}
+
+// openRealtime runs startRealtime on a goroutine of its own and waits for
+// it. The checks, the walk, the dial and the upgrade go deeper than an
+// idle session ever does: on the handler's goroutine they grew its stack
+// to 16 KiB, which the runtime halves at a GC but does not give back to
+// the system, so each open session kept the difference in RSS. A
+// goroutine that ends returns its stack to the runtime's cache at once,
+// and the next session's open reuses it. The handler only waits here and
+// then relays, so its own stack stays at the 8 KiB a bare relay's has.
+// A panic on the other goroutine is raised again here, where net/http
+// recovers it (http.ErrAbortHandler as itself).
+//
+//go:noinline
+func (s *Server) openRealtime(w http.ResponseWriter, r *http.Request) *rtExchange {
+	type opened struct {
+		x     *rtExchange
+		panic any
+		stack []byte
+	}
+	done := make(chan opened, 1)
+	go func() {
+		var o opened
+		defer func() {
+			if p := recover(); p != nil {
+				o.panic, o.stack = p, debug.Stack()
+			}
+			done <- o
+		}()
+		o.x = s.startRealtime(w, r)
+	}()
+	o := <-done
+	if o.panic != nil {
+		if o.panic == http.ErrAbortHandler {
+			panic(o.panic)
+		}
+		panic(fmt.Sprintf("%v\n\nopening the realtime session:\n%s", o.panic, o.stack))
+	}
+	return o.x
 }
 
 // rtExchange is a realtime session past the front door and what it holds
