@@ -170,6 +170,20 @@ func (r *results) renderLimits(p printer) {
 		100*cost, perRound(ratioRounds(th, targetLimited, "hopgate", cpuPerReq)), verdict)
 	p("Throughput itself: %.1f %% lower%s (the rounds' spread is the load generator sharing the cores).",
 		100*thCost, perRound(ratioRounds(th, targetLimited, "hopgate", rpsOf)))
+	// The limiter's own code, measured alone: what it adds to a request
+	// without the turns' noise (a span export or a GC cycle lands in
+	// whichever turn it falls into), against the gateway's CPU per
+	// completion in the same run.
+	for _, b := range r.micro.benches {
+		if b.pkg != "dispatch/ratelimit" || b.name != "BenchmarkAdmit" {
+			continue
+		}
+		if per := median(each(th.by["hopgate"], cpuPerReq)); per > 0 {
+			direct := b.nsPerOp / (per * 1e3)
+			p("The limiter's own code (*Go micro-benchmarks* below, BenchmarkAdmit: one admission and its settle, rpm and tpm): %s ns, %.0f B and %.0f allocations per request, %.2f %% of *hopgate*'s %s of CPU per completion: it %s the bar.",
+				fmtNs(b.nsPerOp), b.bytesPerOp, b.allocsPerOp, 100*direct, fmtUS(per), map[bool]string{true: "meets", false: "**misses**"}[direct < 0.02])
+		}
+	}
 	if lat != nil && len(lat.by[targetLimitedRedis]) > 0 {
 		p("Redis limiter: p50 %s vs *hopgate* at %d req/s%s; in-process: %s.",
 			fmtSignedUS(added(lat, targetLimitedRedis, "hopgate", p50us)), r.opts.rate,

@@ -16,11 +16,13 @@ import (
 // microPackages hold the hot-path micro-benchmarks: SSE reader, gate,
 // breaker check, classification, request rewrite, the telemetry the
 // request path records, the encoding of trace exports (SDK vs otlpwire),
-// and the translation between OpenAI chat and Anthropic Messages (per
-// stream event, the translating path's own cost).
+// the translation between OpenAI chat and Anthropic Messages (per
+// stream event, the translating path's own cost), and the tenant
+// limiter's admission and settle.
 var microPackages = []string{
 	"./internal/sse", "./internal/gate", "./dispatch/breaker", "./dispatch/classify",
 	"./internal/reqbody", "./dispatch", "./telemetry", "./internal/otlpwire", "./internal/translate",
+	"./dispatch/ratelimit",
 }
 
 // microBench is one line of `go test -bench` output.
