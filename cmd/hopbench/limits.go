@@ -160,16 +160,15 @@ func (r *results) renderLimits(p printer) {
 	// moves with the scheduler by more than the bar (rounds of the
 	// throughput ratio spread over ±20 %), while the gateway's own CPU per
 	// request is what its throughput is bound by.
-	thCost := 1 - ratio(th, targetLimited, "hopgate", rpsOf)
 	cost := ratio(th, targetLimited, "hopgate", cpuPerReq) - 1
 	verdict := "meets"
 	if !(cost < 0.02) {
 		verdict = "**misses**"
 	}
 	p("In-process limiter: %+.1f %% CPU per completion%s, the cost that bounds throughput; the bar is under 2 %%: it %s it.",
-		100*cost, perRound(ratioRounds(th, targetLimited, "hopgate", cpuPerReq)), verdict)
-	p("Throughput itself: %.1f %% lower%s (the rounds' spread is the load generator sharing the cores).",
-		100*thCost, perRound(ratioRounds(th, targetLimited, "hopgate", rpsOf)))
+		100*cost, ratioRounds(th, targetLimited, "hopgate", cpuPerReq), verdict)
+	p("Throughput itself: limited / hopgate %s%s (the rounds' spread is the load generator sharing the cores).",
+		fmtRatio(ratio(th, targetLimited, "hopgate", rpsOf)), ratioRounds(th, targetLimited, "hopgate", rpsOf))
 	// The limiter's own code, measured alone: what it adds to a request
 	// without the turns' noise (a span export or a GC cycle lands in
 	// whichever turn it falls into), against the gateway's CPU per
@@ -187,18 +186,10 @@ func (r *results) renderLimits(p printer) {
 	if lat != nil && len(lat.by[targetLimitedRedis]) > 0 {
 		p("Redis limiter: p50 %s vs *hopgate* at %d req/s%s; in-process: %s.",
 			fmtSignedUS(added(lat, targetLimitedRedis, "hopgate", p50us)), r.opts.rate,
-			perRound(addedRounds(lat, targetLimitedRedis, "hopgate", p50us)), fmtSignedUS(added(lat, targetLimited, "hopgate", p50us)))
+			addedRounds(lat, targetLimitedRedis, "hopgate", p50us), fmtSignedUS(added(lat, targetLimited, "hopgate", p50us)))
 	}
 	if lat == nil || len(lat.by[targetLimitedRedis]) == 0 {
 		p("No Redis row: redis-server was not found or did not start (`make redis` installs it).")
 	}
 	p("")
-}
-
-// perRound is " (per round: RANGE)", or nothing with a single round.
-func perRound(rng string) string {
-	if rng == "" {
-		return ""
-	}
-	return " (per round: " + rng + ")"
 }

@@ -30,6 +30,9 @@ func TestRenderLimitsDirectCost(t *testing.T) {
 		r.micro.benches = []microBench{{pkg: "dispatch/ratelimit", name: "BenchmarkAdmit", nsPerOp: tc.ns, bytesPerOp: 256, allocsPerOp: 1, hasMem: true}}
 		var out strings.Builder
 		r.renderLimits(func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) })
+		if strings.Contains(out.String(), "((") || strings.Contains(out.String(), "( (") || strings.Contains(out.String(), ":  (") {
+			t.Errorf("%s: doubled parentheses:\n%s", tc.why, out.String())
+		}
 		if !strings.Contains(out.String(), tc.wants) {
 			t.Errorf("%s: the report lacks %q:\n%s", tc.why, tc.wants, out.String())
 		}
