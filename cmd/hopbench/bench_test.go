@@ -122,6 +122,13 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("realtime errors: %v", rt.err)
 		}
 	}
+	// The limiter's verdict comes from profiles of its turns: they must
+	// have been taken and read (attrib.go).
+	for _, name := range []string{"hopgate", targetLimited} {
+		if a := res.attrib[name]; a == nil || a.turns == 0 || a.samples == 0 || a.allocBytes == 0 || a.err != "" {
+			t.Errorf("limiter attribution of %s: %+v", name, a)
+		}
+	}
 	if burst := res.throughput[wlBurst.name]; burst == nil || len(burst.by["hopgate"]) == 0 {
 		t.Error("no burst-stream samples for hopgate")
 	}
@@ -135,7 +142,7 @@ func TestQuickRun(t *testing.T) {
 		"## Failover paths", "## Memory per idle stream", "## Realtime sessions", "memory per idle session ≤ 1.2× the bare relay's", "## Trace export", "## Go micro-benchmarks",
 		"Over the bare proxy (the performance round's targets", "more RSS than the proxy per idle stream",
 		"`healthy_sample_ratio: 0.1` (completion-1KB)", "time to first token ≤ 300 µs over the proxy",
-		"What tracing costs", "## Tenant rate limits", "limited-redis / hopgate (req/s)", "In-process limiter:", "Redis limiter: p50", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy", "hopgate-sdkexport / proxy"} {
+		"What tracing costs", "## Tenant rate limits", "limited-redis / hopgate (req/s)", "Tenant rate limits (issue 33):", "The limiter's share of the gateway's CPU", "End to end, in the throughput rounds", "Redis limiter: p50", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy", "hopgate-sdkexport / proxy"} {
 		if !strings.Contains(string(b), section) {
 			t.Errorf("report lacks %q", section)
 		}

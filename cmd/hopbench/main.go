@@ -76,7 +76,7 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	peers := fs.String("peers", getenv("BENCH_PEERS"), "comma-separated peer gateways to include (portkey); default $BENCH_PEERS")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: tiny durations and counts, no micro-benchmarks")
 	fs.DurationVar(&o.settle, "settle", 250*time.Millisecond, "idle time before each turn, so the previous target's leftovers (GC, span export) do not run in it")
-	fs.StringVar(&o.only, "only", "", "run one phase alone and write its section: "+onlyRealtime)
+	fs.StringVar(&o.only, "only", "", "run one phase alone and write its section: "+onlyRealtime+" or "+onlyLimits)
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of each round's target order (0: from the clock; the report gives it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -97,8 +97,8 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
 	}
-	if o.only != "" && o.only != onlyRealtime {
-		return o, fmt.Errorf("unknown -only phase %q (known: %s)", o.only, onlyRealtime)
+	if o.only != "" && o.only != onlyRealtime && o.only != onlyLimits {
+		return o, fmt.Errorf("unknown -only phase %q (known: %s, %s)", o.only, onlyRealtime, onlyLimits)
 	}
 	if o.rounds < 1 || o.duration <= 0 || o.rate < 1 || o.workers < 1 || o.idle < 1 {
 		return o, errors.New("rounds, duration, rate, workers and idle must be positive")
@@ -129,10 +129,12 @@ type results struct {
 	export        exportStats
 	calibration   map[string]sample // fast upstream vs cmd/fakeupstream
 	realtime      *rtResults        // the realtime row (realtime.go)
-	micro         microResult
-	profiles      []string
-	notes         []string
-	elapsed       time.Duration
+	// attrib is the limiter's attribution turns (attrib.go), by target.
+	attrib   map[string]*attribution
+	micro    microResult
+	profiles []string
+	notes    []string
+	elapsed  time.Duration
 }
 
 // matrix holds one sample per target per round.
@@ -312,6 +314,10 @@ func run(ctx context.Context, o options) (*results, error) {
 			}
 			return w.profile(t, wl.name, d, &res.profiles)
 		})
+	}
+	if lt, ok := w.variant(targetLimited); ok {
+		w.logf("limiter attribution: %s and hopgate under CPU and allocation profiles, %s", targetLimited, wlComplete.name)
+		res.attrib = w.attribute([]target{w.hopgate, lt}, wlComplete, maxMode)
 	}
 	// The variants' part is over: stopping them flushes their span queues
 	// and leaves the later phases the CPU and memory they held.

@@ -14,7 +14,10 @@ import (
 )
 
 // Phases -only can run alone.
-const onlyRealtime = "realtime"
+const (
+	onlyRealtime = "realtime"
+	onlyLimits   = "limits"
+)
 
 // runOnly runs one phase of the benchmark by itself, with just the
 // processes it needs (the upstream, the OTLP sink, its relays), and
@@ -41,16 +44,25 @@ func runOnly(o options) (*results, error) {
 		return nil, err
 	}
 	w.order = rand.New(rand.NewPCG(o.seed, 0))
-	w.logf("realtime sessions only")
-	if err := w.realtime(res); err != nil {
-		return nil, err
+	render := res.renderRealtime
+	switch o.only {
+	case onlyLimits:
+		if err := w.onlyLimits(res); err != nil {
+			return nil, err
+		}
+		render = func(p printer) { res.renderLimiterTarget(p); res.renderAttribution(p) }
+	default:
+		w.logf("realtime sessions only")
+		if err := w.realtime(res); err != nil {
+			return nil, err
+		}
 	}
 	res.elapsed = time.Since(began)
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("<!-- hopbench -only %s, %s, seed %d, %d rounds of %s, %d idle sessions -->", o.only, res.elapsed.Round(time.Second), o.seed, o.rounds, o.duration, o.idle)
 	p("")
-	res.renderRealtime(p)
+	render(p)
 	if err := writeOut(o.out, b.String()); err != nil {
 		return nil, err
 	}
@@ -150,4 +162,30 @@ func (w *world) makePKI() (func(), error) {
 		return nil, fmt.Errorf("TLS certificate: %w", err)
 	}
 	return func() { os.RemoveAll(dir) }, nil
+}
+
+// onlyLimits runs the limiter's attribution turns alone: *hopgate* and
+// the in-process *limited* gateway, warmed, then alternating under their
+// profiles (attrib.go).
+func (w *world) onlyLimits(res *results) error {
+	var err error
+	if w.gw, err = w.startGateway(); err != nil {
+		return err
+	}
+	w.hopgate = target{name: "hopgate", url: "http://" + w.gw.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench,
+		pid: w.gw.pid(), admin: w.gw.addrs["admin"], pprof: w.gw.addrs["pprof"]}
+	gw, err := startRole(roleGateway, append(w.gatewayEnv(), envOTLP+"=http://"+w.sinkAddr, envLimits+"=memory")...)
+	if err != nil {
+		return err
+	}
+	w.addLimited(targetLimited, gw)
+	lt, _ := w.variant(targetLimited)
+	mode := attackMode{workers: w.o.workers}
+	w.logf("limiter attribution only: warm-up")
+	for _, t := range []target{w.hopgate, lt} {
+		w.count(t, wlComplete, attack(t, wlComplete, mode, w.o.duration))
+	}
+	w.logf("limiter attribution: %d rounds", w.o.rounds)
+	res.attrib = w.attribute([]target{w.hopgate, lt}, wlComplete, mode)
+	return nil
 }

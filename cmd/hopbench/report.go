@@ -286,6 +286,7 @@ func (r *results) renderTargets(p printer, has func(string) bool) {
 	p("")
 	r.renderOwnTargets(p)
 	r.renderFloorTargets(p)
+	r.renderLimiterTarget(p)
 }
 
 // renderFloorTargets checks the floor round's targets (issue 34).
