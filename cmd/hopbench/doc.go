@@ -43,6 +43,12 @@
 // upstream, which answers Anthropic Messages at /v1/messages with the same
 // text and a stream of the same length; it runs in the throughput and
 // time-to-first-token rounds next to the pass-through hopgate.
+// Two tenant-limited gateways (an in-process and a Redis limiter) run in
+// the throughput and completion-latency rounds too; the in-process one's
+// verdict comes from CPU and allocation profiles of turns of its own
+// (attrib.go: its share of the samples, read with
+// github.com/google/pprof/profile, the parser go tool pprof uses), since
+// the rounds spread wider than its 2 % bar.
 //
 // hopbench owns only this measurement. It must not change how hopgate
 // behaves: the gateway under test is built from the same packages and
