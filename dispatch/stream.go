@@ -151,6 +151,7 @@ func (a *attempt) stream(resp *http.Response) (err *classify.HopError) {
 	defer func() {
 		if err != errStreamOpen {
 			feed.close(a.cancel, resp.Body)
+			releaseFrames(rd)
 		}
 	}()
 	if err := a.gate(resp, feed); err != nil {
@@ -542,7 +543,17 @@ func (a *attempt) frames(resp *http.Response) frameSource {
 	if a.up.EventStream() {
 		return provider.NewEventFrames(resp.Body, a.c.e.maxFrame)
 	}
-	return sse.NewReader(resp.Body, a.c.e.maxFrame)
+	return sse.Get(resp.Body, a.c.e.maxFrame)
+}
+
+// releaseFrames gives an SSE reader and its buffer back for the next
+// stream (sse.Get) once nothing reads it and none of its frames is used
+// any more: the reader goroutine gone, the pump's run written. Bedrock's
+// frames are left to the collector.
+func releaseFrames(rd frameSource) {
+	if r, ok := rd.(*sse.Reader); ok {
+		r.Release()
+	}
 }
 
 // drainMax and drainWait bound what a complete stream's end may cost: the
