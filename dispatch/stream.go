@@ -342,10 +342,11 @@ func (g *gateHold) commit(decisive *frameItem) bool {
 	s.head = head{status: http.StatusOK, contentType: headerContentType(resp.Header), length: -1, stream: true}
 	s.headers, s.held, s.hold = gh, g.frames, g.hold
 	g.hold = overload.Hold{} // the Answer's now
-	if decisive != nil {
-		d := *decisive
-		s.decisive = &d
-	}
+	// The decisive frame is the reader's slot (feed.cur), not a copy: the
+	// reader waits for the gate's answer about it (awaiting) and does not
+	// write the slot again before Pump has written the frame and handed
+	// the reader over (begin), or the feed is closed.
+	s.decisive = decisive
 	return true
 }
 
