@@ -27,7 +27,9 @@ var (
 var doneFrame = []byte("data: [DONE]\n\n")
 
 // frameItem is one upstream frame. Before commit the reader goroutine hands
-// it to the gate and raw and text are owned copies; after commit the hop's
+// it to the gate and raw and text are owned copies, but for the raw of a
+// decisive frame (content or a finish), which aliases the reader's (or the
+// codec's) buffer until the reader reads on; after commit the hop's
 // goroutine reads frames itself and they alias the sse.Reader's buffer,
 // valid until the next frame is read.
 type frameItem struct {
@@ -79,8 +81,15 @@ func (f *frameFeed) read(rd frameSource, k codec, keepText bool) {
 		var it frameItem
 		if err == nil {
 			out, info := k.frame(fr)
-			if len(out) > 0 {
-				it.raw = append([]byte(nil), out...)
+			switch {
+			case len(out) == 0:
+			case info.Kind == gate.Content || info.Kind == gate.Finish:
+				// Decisive: the gate commits on it or fails the hop, and
+				// this goroutine reads no further before its answer; Pump
+				// writes the frame before it reads on (begin, first).
+				it.raw = out
+			default:
+				it.raw = append([]byte(nil), out...) // held
 			}
 			it.info = info
 			it.textLen = len(it.info.Text)
