@@ -161,12 +161,19 @@ type discardWriter struct {
 	h       http.Header
 	n       int
 	flushes int
+	keep    *bytes.Buffer // when set, what was written
 }
 
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) WriteHeader(int)             {}
-func (w *discardWriter) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
-func (w *discardWriter) Flush()                      { w.flushes++ }
+func (w *discardWriter) Header() http.Header { return w.h }
+func (w *discardWriter) WriteHeader(int)     {}
+func (w *discardWriter) Write(b []byte) (int, error) {
+	w.n += len(b)
+	if w.keep != nil {
+		w.keep.Write(b)
+	}
+	return len(b), nil
+}
+func (w *discardWriter) Flush() { w.flushes++ }
 
 // BenchmarkPumpBurst is one burst stream through the engine alone (Start,
 // Pump, End) from an in-memory upstream to a discarding client: the
@@ -174,6 +181,31 @@ func (w *discardWriter) Flush()                      { w.flushes++ }
 // the end-to-end BenchmarkBurstStream.
 func BenchmarkPumpBurst(b *testing.B) {
 	stream := bytes.Join(benchFrames(), nil)
+	m := newMemChat(b, burstTransport{stream: stream})
+	b.ReportAllocs()
+	var flushes int
+	for b.Loop() {
+		w := &discardWriter{h: http.Header{}}
+		res := m.stream(w).End()
+		if res.Outcome != dispatch.OutcomeOK || w.n != len(stream) {
+			b.Fatalf("outcome %q, %d bytes of %d", res.Outcome, w.n, len(stream))
+		}
+		flushes += w.flushes
+	}
+	b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
+}
+
+// memChat is an engine with one chat model whose one channel is rt (no
+// sockets) and the streamed chat request Start is given.
+type memChat struct {
+	e      *dispatch.Engine
+	cfg    *config.Config
+	body   []byte
+	fields reqbody.Fields
+}
+
+func newMemChat(tb testing.TB, rt http.RoundTripper) *memChat {
+	tb.Helper()
 	cfg, err := config.Parse([]byte(`
 auth: {mode: none}
 channels:
@@ -183,25 +215,19 @@ models:
     chain: [{channel: a, upstream_model: m}]
 `), func(string) (string, bool) { return "", false })
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	fields, err := reqbody.Parse(body)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	e := dispatch.New(dispatch.Options{Transport: burstTransport{stream: stream}})
-	b.ReportAllocs()
-	var flushes int
-	for b.Loop() {
-		w := &discardWriter{h: http.Header{}}
-		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-		a := e.Start(w, r, &dispatch.Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat, Path: "/chat/completions", Body: body, Fields: fields, Stream: true})
-		res := a.End()
-		if res.Outcome != dispatch.OutcomeOK || w.n != len(stream) {
-			b.Fatalf("outcome %q, %d bytes of %d", res.Outcome, w.n, len(stream))
-		}
-		flushes += w.flushes
-	}
-	b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
+	return &memChat{e: dispatch.New(dispatch.Options{Transport: rt}), cfg: cfg, body: body, fields: fields}
+}
+
+// stream starts the streamed chat request, answered on w.
+func (m *memChat) stream(w http.ResponseWriter) *dispatch.Answer {
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	return m.e.Start(w, r, &dispatch.Request{Config: m.cfg, Model: m.cfg.Model("m"), Operation: config.OpChat,
+		Path: "/chat/completions", Body: m.body, Fields: m.fields, Stream: true})
 }

@@ -230,6 +230,8 @@ func (s *Answer) endStream() {
 	}
 	_ = s.resp.Body.Close()
 	a.cancel(nil)
+	releaseFrames(s.rd) // the pump wrote its last run
+	s.rd = nil
 	err := a.finish(s.err)
 	c.e.streams.remove(s) // after its last frame: CutStreams waits for it
 	c.recordBreaker(s.br, s.ticket, err)

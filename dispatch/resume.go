@@ -120,7 +120,9 @@ func (a *attempt) continueStream() *classify.HopError {
 	// repeat it exactly.
 	a.passing = a.mode == resumePrefill
 	a.codec = a.dia.newCodec()
-	return a.pass(a.frames(resp), a.continueFrame)
+	rd := a.frames(resp)
+	defer releaseFrames(rd)
+	return a.pass(rd, a.continueFrame)
 }
 
 // continueFrame handles one frame of a continuation: frames that open the

@@ -27,7 +27,9 @@ var (
 var doneFrame = []byte("data: [DONE]\n\n")
 
 // frameItem is one upstream frame. Before commit the reader goroutine hands
-// it to the gate and raw and text are owned copies; after commit the hop's
+// it to the gate and raw and text are owned copies, but for the raw of a
+// decisive frame (content or a finish), which aliases the reader's (or the
+// codec's) buffer until the reader reads on; after commit the hop's
 // goroutine reads frames itself and they alias the sse.Reader's buffer,
 // valid until the next frame is read.
 type frameItem struct {
@@ -79,8 +81,15 @@ func (f *frameFeed) read(rd frameSource, k codec, keepText bool) {
 		var it frameItem
 		if err == nil {
 			out, info := k.frame(fr)
-			if len(out) > 0 {
-				it.raw = append([]byte(nil), out...)
+			switch {
+			case len(out) == 0:
+			case info.Kind == gate.Content || info.Kind == gate.Finish:
+				// Decisive: the gate commits on it or fails the hop, and
+				// this goroutine reads no further before its answer; Pump
+				// writes the frame before it reads on (begin, first).
+				it.raw = out
+			default:
+				it.raw = append([]byte(nil), out...) // held
 			}
 			it.info = info
 			it.textLen = len(it.info.Text)
@@ -151,6 +160,7 @@ func (a *attempt) stream(resp *http.Response) (err *classify.HopError) {
 	defer func() {
 		if err != errStreamOpen {
 			feed.close(a.cancel, resp.Body)
+			releaseFrames(rd)
 		}
 	}()
 	if err := a.gate(resp, feed); err != nil {
@@ -341,10 +351,11 @@ func (g *gateHold) commit(decisive *frameItem) bool {
 	s.head = head{status: http.StatusOK, contentType: headerContentType(resp.Header), length: -1, stream: true}
 	s.headers, s.held, s.hold = gh, g.frames, g.hold
 	g.hold = overload.Hold{} // the Answer's now
-	if decisive != nil {
-		d := *decisive
-		s.decisive = &d
-	}
+	// The decisive frame is the reader's slot (feed.cur), not a copy: the
+	// reader waits for the gate's answer about it (awaiting) and does not
+	// write the slot again before Pump has written the frame and handed
+	// the reader over (begin), or the feed is closed.
+	s.decisive = decisive
 	return true
 }
 
@@ -542,7 +553,17 @@ func (a *attempt) frames(resp *http.Response) frameSource {
 	if a.up.EventStream() {
 		return provider.NewEventFrames(resp.Body, a.c.e.maxFrame)
 	}
-	return sse.NewReader(resp.Body, a.c.e.maxFrame)
+	return sse.Get(resp.Body, a.c.e.maxFrame)
+}
+
+// releaseFrames gives an SSE reader and its buffer back for the next
+// stream (sse.Get) once nothing reads it and none of its frames is used
+// any more: the reader goroutine gone, the pump's run written. Bedrock's
+// frames are left to the collector.
+func releaseFrames(rd frameSource) {
+	if r, ok := rd.(*sse.Reader); ok {
+		r.Release()
+	}
 }
 
 // drainMax and drainWait bound what a complete stream's end may cost: the

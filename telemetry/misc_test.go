@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -94,6 +95,24 @@ func TestLoggerAddsTraceID(t *testing.T) {
 	}
 	if _, ok := without[LogTraceID]; ok {
 		t.Fatalf("record without span got trace_id: %v", without)
+	}
+}
+
+// BenchmarkLogLine is the access log line (api's logRequest attributes)
+// through NewLogger with a span in the context, as every request writes it.
+func BenchmarkLogLine(b *testing.B) {
+	log := NewLogger(io.Discard, slog.LevelInfo)
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	b.ReportAllocs()
+	for b.Loop() {
+		log.LogAttrs(ctx, slog.LevelInfo, "request",
+			slog.String("method", "POST"), slog.String("path", "/v1/chat/completions"),
+			slog.String("model", "m"), slog.String("served_model", "m"),
+			slog.Bool("stream", true), slog.Int("status", 200),
+			slog.String("outcome", "ok"), slog.String("failover_path", "a"),
+			slog.Int("attempts", 1), slog.String("tenant", "t"),
+			slog.Bool("aborted", false))
 	}
 }
 

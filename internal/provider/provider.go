@@ -69,6 +69,10 @@ type Upstream struct {
 	signer *v4.Signer
 	google oauth2.TokenSource // vertex
 	entra  azcore.TokenCredential
+	// bearer is "Bearer " and the channel's key (openai), built once
+	// rather than per hop; SetHeaders uses it only while it still ends in
+	// the channel's key.
+	bearer string
 }
 
 // Options are the injectable parts of credential resolution (tests).
@@ -97,6 +101,9 @@ const tokenRefreshTimeout = 10 * time.Second
 // what is missing.
 func New(ctx context.Context, ch *config.Channel, o Options) (*Upstream, error) {
 	u := &Upstream{ch: ch}
+	if ch.Provider == config.ProviderOpenAI && ch.APIKey != "" {
+		u.bearer = "Bearer " + ch.APIKey
+	}
 	switch ch.Provider {
 	case config.ProviderBedrock:
 		load := o.AWSConfig
@@ -327,7 +334,10 @@ func (u *Upstream) SetHeaders(ctx context.Context, req *http.Request, r *Request
 	switch u.ch.Provider {
 	case config.ProviderOpenAI:
 		if key != "" {
-			hv[3] = "Bearer " + key
+			hv[3] = u.bearer
+			if len(hv[3]) != len("Bearer ")+len(key) || hv[3][len("Bearer "):] != key {
+				hv[3] = "Bearer " + key
+			}
 			h["Authorization"] = hv[3:4:4]
 		}
 	case config.ProviderAzure:

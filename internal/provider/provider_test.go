@@ -417,3 +417,42 @@ func FuzzErrorDetail(f *testing.F) {
 		}
 	})
 }
+
+// Why: the openai Authorization value is built once per channel, so each
+// channel must still send its own key, and a channel whose key changed
+// after its Upstream was made must send the new one.
+func TestSetHeadersBearerPerChannel(t *testing.T) {
+	a := upstreamOf(t, &config.Channel{Provider: config.ProviderOpenAI, APIKey: "key-a"})
+	bch := &config.Channel{Provider: config.ProviderOpenAI, APIKey: "key-b"}
+	b := upstreamOf(t, bch)
+	auth := func(u *Upstream) string {
+		req, _ := http.NewRequest(http.MethodPost, "https://example.com/x", nil)
+		if err := u.SetHeaders(context.Background(), req, &Request{ContentType: "application/json"}, nil, time.Unix(0, 0)); err != nil {
+			t.Fatal(err)
+		}
+		return req.Header.Get("Authorization")
+	}
+	for _, tc := range []struct {
+		u    *Upstream
+		want string
+	}{{a, "Bearer key-a"}, {b, "Bearer key-b"}, {a, "Bearer key-a"}} {
+		if got := auth(tc.u); got != tc.want {
+			t.Fatalf("Authorization %q, want %q", got, tc.want)
+		}
+	}
+	bch.APIKey = "key-b2"
+	if got := auth(b); got != "Bearer key-b2" {
+		t.Fatalf("after the key changed: %q", got)
+	}
+	bch.APIKey = "key-bX" // same length as the built value's key
+	if got := auth(b); got != "Bearer key-bX" {
+		t.Fatalf("after the key changed: %q", got)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "https://example.com/x", nil)
+	r := &Request{ContentType: "application/json"}
+	allocs := testing.AllocsPerRun(100, func() {
+		clear(req.Header)
+		_ = a.SetHeaders(context.Background(), req, r, nil, time.Unix(0, 0))
+	})
+	t.Logf("SetHeaders: %.0f allocations", allocs)
+}

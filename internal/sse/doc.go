@@ -6,7 +6,10 @@
 // or lone CR), keeping each frame's exact bytes so it can be forwarded
 // byte-identical, and extracting the `event` and `data` fields. Memory per
 // stream is bounded by the frame limit, and a steady stream costs no
-// allocations.
+// allocations. A proxy opening a reader per stream gets one with Get and
+// gives it back with Release at the stream's end: readers and their usual
+// buffers (1 KiB, and 16 KiB after a burst) are recycled through bounded
+// free lists (pool.go).
 //
 // It must not decide anything about a frame's meaning (package gate does),
 // and it has no I/O policy: no timers, deadlines, retries or flushing. The

@@ -224,11 +224,12 @@ func (r *Reader) fill() {
 			n = max(n, burstBuf) // take the rest of it at once
 		}
 		n = min(n, limit)
-		nb := make([]byte, n)
+		nb := getBuf(n)
 		// Offsets (scanned, lineStart) are from start: moving the bytes to
 		// the front keeps them.
 		r.end = copy(nb, r.buf[r.start:r.end])
 		r.start = 0
+		putBuf(r.buf) // the frames in it were valid only until this Next
 		r.buf = nb
 	}
 	r.full = false
