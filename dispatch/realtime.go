@@ -480,8 +480,14 @@ func (s *session) finish(c *call, last *classify.HopError) {
 	case clientEnd:
 		c.rw.outcome = OutcomeCanceled
 	case failed:
-		// Ended by hopgate's own bound (the hold, the budget): said already.
-		c.rw.outcome = OutcomeExhausted
+		// Ended before any channel opened it by what the client sent (a
+		// binary event, more than the hold) or by the buffer budget, and
+		// said already. No channel failed: not exhausted, which on-call
+		// reads as every provider down.
+		c.rw.outcome = telemetry.OutcomeBadRequest
+		if errors.Is(c.stop.err(), errHoldBudget) {
+			c.rw.outcome = telemetry.OutcomeShed
+		}
 	case c.stop.err() == errChainDeadline || !c.rw.claim():
 		c.rw.outcome = OutcomeDeadline
 		c.e.tel.Metrics.ChainExceeded(c.clientCtx, c.req.Model.Name)

@@ -13,6 +13,7 @@ import (
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/realtime"
 
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/testkit"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
@@ -282,29 +283,41 @@ func TestRealtimeHostileClients(t *testing.T) {
 		client func(t *testing.T, c *websocket.Conn)
 		code   websocket.StatusCode
 		event  string
+		// outcome is the session's hopgate.outcome: a client's mistake
+		// before the commit is a bad request, not a failover exhausted
+		// (no channel failed); after the commit the session was served.
+		outcome string
 	}{
 		// why: one event larger than realtime.hold_bytes is refused by the framing (1009).
 		{"oversized frame", "gpt-realtime", func(t *testing.T, c *websocket.Conn) {
 			_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"x","pad":"`+strings.Repeat("a", 5000)+`"}`))
-		}, websocket.StatusMessageTooBig, ""},
+		}, websocket.StatusMessageTooBig, "", "ok"},
 		// why: realtime events are JSON text; binary is a client mistake (1003), said in an error event.
 		{"binary after commit", "gpt-realtime", func(t *testing.T, c *websocket.Conn) {
 			_ = c.Write(t.Context(), websocket.MessageBinary, []byte{0, 1, 2})
-		}, websocket.StatusUnsupportedData, "invalid_event"},
+		}, websocket.StatusUnsupportedData, "invalid_event", "ok"},
 		// why: before the commit, too: nothing of it reaches a channel.
 		{"binary before commit", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
 			_ = c.Write(t.Context(), websocket.MessageBinary, []byte{0, 1, 2})
-		}, websocket.StatusUnsupportedData, "invalid_event"},
+		}, websocket.StatusUnsupportedData, "invalid_event", "bad_request"},
 		// why: what a client sends before session.created is held within hold_bytes, no more (1008).
 		{"hold exceeded", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
 			for range 3 {
 				_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"input_audio_buffer.append","audio":"`+strings.Repeat("A", 2000)+`"}`))
 			}
-		}, websocket.StatusPolicyViolation, "realtime_hold_exceeded"},
+		}, websocket.StatusPolicyViolation, "realtime_hold_exceeded", "bad_request"},
+		// why: within hold_bytes but over the process's buffer budget (below): shed, retry later (1013).
+		{"budget", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
+			_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"input_audio_buffer.append","audio":"`+strings.Repeat("A", 2000)+`"}`))
+		}, websocket.StatusTryAgainLater, "engine_overloaded", "shed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newRealtime(t, tc.a, "gpt-realtime")
-			c, _ := dialRealtime(t, g, "voice", nil)
+			var o gwtest.Options
+			if tc.name == "budget" {
+				o.Budget = overload.NewBudget(1024)
+			}
+			g := gwtest.NewWith(t, o, strings.NewReplacer(`"A"`, `"`+tc.a+`"`, `"B"`, `"gpt-realtime"`).Replace(rtConfig), "eu", "us")
+			c, resp := dialRealtime(t, g, "voice", nil)
 			defer c.CloseNow()
 			if !strings.Contains(tc.a, "rt-slow") {
 				if ev, _ := readEvent(t, c); ev.Type != "session.created" {
@@ -314,6 +327,20 @@ func TestRealtimeHostileClients(t *testing.T) {
 			tc.client(t, c)
 			if code, ev := closeOf(t, c); code != tc.code || ev != tc.event {
 				t.Fatalf("closed with %v after error event %q; want %v after %q", code, ev, tc.code, tc.event)
+			}
+			outcome := ""
+			for _, sp := range g.Trace(resp.Header.Get("X-Request-Id")) {
+				if sp.Name != "dispatch voice" {
+					continue
+				}
+				for _, kv := range sp.Attributes {
+					if kv.Key == telemetry.AttrOutcome {
+						outcome = kv.Value.AsString()
+					}
+				}
+			}
+			if outcome != tc.outcome {
+				t.Errorf("the session's %s is %q, want %q", telemetry.AttrOutcome, outcome, tc.outcome)
 			}
 		})
 	}
