@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -60,9 +61,10 @@ type attribution struct {
 	// limitBytes what limiterFuncs allocated of them.
 	allocBytes, limitBytes int64
 	// perReq is each turn's CPU per successful request (µs, from the
-	// process's schedstat, as in the throughput rounds).
-	perReq []float64
-	err    string
+	// process's schedstat, as in the throughput rounds), and rps its
+	// successful requests per second.
+	perReq, rps []float64
+	err         string
 }
 
 // share is the fraction of the gateway's CPU that is the limiter's: its
@@ -177,6 +179,7 @@ func (w *world) attribute(ts []target, wl workload, m attackMode) map[string]*at
 				s.cpu = time.Duration(cpu1 - cpu0)
 			}
 			a.perReq = append(a.perReq, cpuPerReq(s)) // NaN when unread: the rounds stay paired
+			a.rps = append(a.rps, s.rps())
 			w.count(t, wl, s)
 			c, al := <-cpuc, <-allocc
 			err := errors.Join(c.err, al.err)
@@ -302,19 +305,31 @@ func (r *results) renderAttribution(p printer) {
 		100*own, 100*gc, 100*float64(a.gcNS)/float64(a.cpuNS), 100*float64(a.limitBytes)/float64(max(a.allocBytes, 1)), fmtShare(total, se), v)
 	if h := r.attrib["hopgate"]; h != nil && h.turns > 0 {
 		hown, hgc, _ := h.share()
-		p("*hopgate* in alternate turns under the same profiles (its limit and settle run and find no limit for the tenant): %.2f %%. CPU per completion in these turns, limited / hopgate: %s (paired by round).",
-			100*(hown+hgc), fmtRatio(pairedMedian(a.perReq, h.perReq)))
+		p("*hopgate* in alternate turns under the same profiles (its limit and settle run and find no limit for the tenant): %.2f %%. In these turns, limited / hopgate (paired by round): CPU per completion %s%s, throughput %s%s.",
+			100*(hown+hgc), fmtRatio(pairedMedian(a.perReq, h.perReq)), pairedRange(a.perReq, h.perReq),
+			fmtRatio(pairedMedian(a.rps, h.rps)), pairedRange(a.rps, h.rps))
 	}
 	p("")
 }
 
 // pairedMedian is the median of a[i]/b[i].
-func pairedMedian(a, b []float64) float64 {
+func pairedMedian(a, b []float64) float64 { return median(pairedRatios(a, b)) }
+
+// pairedRange is the range of a[i]/b[i], as roundsOf writes it.
+func pairedRange(a, b []float64) string {
+	xs := pairedRatios(a, b)
+	if len(xs) < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (rounds %s to %s)", fmtRatio(slices.Min(xs)), fmtRatio(slices.Max(xs)))
+}
+
+func pairedRatios(a, b []float64) []float64 {
 	var xs []float64
 	for i := range min(len(a), len(b)) {
 		if x := a[i] / b[i]; !math.IsNaN(x) && !math.IsInf(x, 0) {
 			xs = append(xs, x)
 		}
 	}
-	return median(xs)
+	return xs
 }

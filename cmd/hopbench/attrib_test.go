@@ -130,12 +130,15 @@ func TestRenderAttribution(t *testing.T) {
 	a := &attribution{turns: 5}
 	_ = a.addCPU(cpuProfile(2000, 10, 100, false))
 	_ = a.addAllocs(allocProfile(100000, 1000))
-	r := &results{attrib: map[string]*attribution{targetLimited: a, "hopgate": {turns: 5, samples: 100, cpuNS: 1e9}}}
+	a.perReq, a.rps = []float64{102, 105}, []float64{980, 990}
+	r := &results{attrib: map[string]*attribution{targetLimited: a, "hopgate": {turns: 5, samples: 100, cpuNS: 1e9,
+		perReq: []float64{100, 100}, rps: []float64{1000, 1000}}}}
 	var out strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) }
 	r.renderLimiterTarget(p)
 	r.renderAttribution(p)
-	for _, want := range []string{"| in-process limiter < 2 % of throughput", "| 0.55 % ± 0.32 % | met |", "2000 CPU samples", "0.50 %; its part of the garbage collector, 0.05 %"} {
+	for _, want := range []string{"| in-process limiter < 2 % of throughput", "| 0.55 % ± 0.32 % | met |", "2000 CPU samples", "0.50 %; its part of the garbage collector, 0.05 %",
+		"CPU per completion 1.04× (rounds 1.02× to 1.05×), throughput 0.98× (rounds 0.98× to 0.99×)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
 		}
