@@ -69,10 +69,10 @@ type Upstream struct {
 	signer *v4.Signer
 	google oauth2.TokenSource // vertex
 	entra  azcore.TokenCredential
-	// bearer is "Bearer " and the channel's key (openai), built once
-	// rather than per hop; SetHeaders uses it only while it still ends in
-	// the channel's key.
-	bearer string
+	// bearer is "Bearer " and bearerKey (the openai channel's key at
+	// New), built once rather than per hop; SetHeaders uses it only while
+	// the key it sends is still that one.
+	bearer, bearerKey string
 }
 
 // Options are the injectable parts of credential resolution (tests).
@@ -102,7 +102,7 @@ const tokenRefreshTimeout = 10 * time.Second
 func New(ctx context.Context, ch *config.Channel, o Options) (*Upstream, error) {
 	u := &Upstream{ch: ch}
 	if ch.Provider == config.ProviderOpenAI && ch.APIKey != "" {
-		u.bearer = "Bearer " + ch.APIKey
+		u.bearer, u.bearerKey = "Bearer "+ch.APIKey, ch.APIKey
 	}
 	switch ch.Provider {
 	case config.ProviderBedrock:
@@ -334,8 +334,9 @@ func (u *Upstream) SetHeaders(ctx context.Context, req *http.Request, r *Request
 	switch u.ch.Provider {
 	case config.ProviderOpenAI:
 		if key != "" {
-			hv[3] = u.bearer
-			if len(hv[3]) != len("Bearer ")+len(key) || hv[3][len("Bearer "):] != key {
+			if key == u.bearerKey {
+				hv[3] = u.bearer
+			} else {
 				hv[3] = "Bearer " + key
 			}
 			h["Authorization"] = hv[3:4:4]
