@@ -212,12 +212,30 @@ func (r *Reader) fill() {
 	// taken since) is a burst; one that filled it with part of one large
 	// frame only doubles the buffer.
 	burst := r.full && r.start > 0
+	// At least room for a BOM, so a tiny limit can still decide on one.
+	limit := max(r.maxFrame+1, len(bom))
+	switch {
+	case r.buf == nil:
+		// The first read has room for all the transport may hold already:
+		// the response's first bytes come with its headers, and a burst
+		// upstream's whole stream may be there. Taken at initialBuf, the
+		// rest waited for a second read, and a proxy flushing whenever no
+		// complete frame is buffered flushed in between: one write more
+		// per burst stream than the bare proxy's (docs/performance.md).
+		r.buf = getBuf(min(burstBuf, limit))
+	case !r.full && len(r.buf) == burstBuf && r.start == r.end:
+		// The last read did not fill the burst buffer and ended on a
+		// frame's end, so the next one may wait: a stream waits holding
+		// initialBuf, not burstBuf (an idle stream's memory). (Part of a
+		// frame left is more on its way: the buffer stays.)
+		putBuf(r.buf) // the frames in it were valid only until this Next
+		r.buf = getBuf(initialBuf)
+		r.start, r.end = 0, 0
+	}
 	if r.start > 0 && (r.start == r.end || r.end == len(r.buf)) {
 		r.end = copy(r.buf, r.buf[r.start:r.end])
 		r.start = 0
 	}
-	// At least room for a BOM, so a tiny limit can still decide on one.
-	limit := max(r.maxFrame+1, len(bom))
 	if r.end == len(r.buf) || r.full && len(r.buf) < min(burstBuf, limit) {
 		n := max(2*len(r.buf), initialBuf)
 		if burst {

@@ -413,12 +413,14 @@ func TestReaderBuffered(t *testing.T) {
 	}
 }
 
-// TestReaderTakesABurstInFewReads: when the upstream wrote a whole stream
-// at once, a read that fills the buffer with whole frames grows it to
-// burstBuf at once, so a proxy that flushes whenever no complete frame is
-// buffered flushes once or twice per burst, not once per kilobyte (or once
-// per doubling); a stream of one frame per read never grows its buffer,
-// and one large frame only doubles it.
+// TestReaderTakesABurstInFewReads: the first read has room for burstBuf,
+// so a stream the upstream wrote at once (and what the transport already
+// holds with the headers) comes in one read and a proxy that flushes
+// whenever no complete frame is buffered flushes once, as the bare proxy
+// does; a later read that fills the buffer with whole frames grows it to
+// burstBuf at once, not once per kilobyte (or per doubling); a stream of
+// one frame per read waits in its reads with initialBuf, and one large
+// frame only doubles it.
 func TestReaderTakesABurstInFewReads(t *testing.T) {
 	frame := "data: " + strings.Repeat("x", 180) + "\n\n"
 	burst := strings.Repeat(frame, 50) // 9.4 KB in one write
@@ -429,20 +431,28 @@ func TestReaderTakesABurstInFewReads(t *testing.T) {
 		transport  bool // behind a 4 KiB bufio.Reader, as net/http's transport reads
 		want       string
 		maxFlushes int // times Buffered is false before the end
-		maxBuf     int
+		maxBuf     int // the buffer at the end
+		maxWait    int // the room of every read after the first (0: not checked)
 	}{
-		// Why: 1 KiB, then the other 8.4 KB in one read; doubling took four.
-		{"a burst", []string{burst}, false, frame, 2, burstBuf},
-		// Why: the transport hands over the 3 KiB it holds, then a read of
-		// 16 KiB goes to the socket; doubling took 1, 2, 1, then 4 KiB reads.
-		{"a burst through the transport", []string{burst}, true, frame, 3, burstBuf},
-		// Why: an idle or steady stream keeps its small buffer.
-		{"one frame per read", slices.Repeat([]string{frame}, 50), false, frame, 50, initialBuf},
+		// Why: the first read takes it all; at 1 KiB it took two reads
+		// (and two flushes), doubling took five.
+		{"a burst", []string{burst}, false, frame, 1, initialBuf, 0},
+		{"a burst through the transport", []string{burst}, true, frame, 1, initialBuf, 0},
+		// Why: a frame, then a burst: the reader waits for the burst with
+		// 1 KiB (it cannot know one comes), which fills it, and the buffer
+		// grows to burstBuf at once: one read more, not four; it waits for
+		// the end with 1 KiB again.
+		{"a burst after a first frame", []string{frame, burst}, false, frame, 3, initialBuf, 0},
+		// Why: an idle or steady stream waits with its small buffer.
+		{"one frame per read", slices.Repeat([]string{frame}, 50), false, frame, 50, initialBuf, initialBuf},
+		{"frames with the headers, then one per read", append([]string{frame + frame + frame}, slices.Repeat([]string{frame}, 20)...),
+			false, frame, 21, initialBuf, initialBuf},
 		// Why: a frame longer than the buffer is not a burst: it doubles.
-		{"large frames", slices.Repeat([]string{big}, 50), false, big, 50, 2 * initialBuf},
+		{"large frames", slices.Repeat([]string{big}, 50), false, big, 50, 2 * initialBuf, 2 * initialBuf},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := chunks(slices.Clone(tc.reads))
+			src := roomOf{r: new(chunks)}
+			*src.r.(*chunks) = slices.Clone(tc.reads)
 			var in io.Reader = &src
 			if tc.transport {
 				in = bufio.NewReaderSize(in, 4096)
@@ -462,11 +472,34 @@ func TestReaderTakesABurstInFewReads(t *testing.T) {
 					flushes++
 				}
 			}
-			if frames != len(tc.reads)*strings.Count(tc.reads[0], tc.want) || flushes > tc.maxFlushes || len(rd.buf) > tc.maxBuf {
+			want := 0
+			for _, r := range tc.reads {
+				want += strings.Count(r, tc.want)
+			}
+			if frames != want || flushes > tc.maxFlushes || len(rd.buf) > tc.maxBuf {
 				t.Fatalf("%d frames, %d flushes (want ≤ %d), buffer %d bytes (want ≤ %d)", frames, flushes, tc.maxFlushes, len(rd.buf), tc.maxBuf)
+			}
+			if !tc.transport && src.rooms[0] < burstBuf {
+				t.Errorf("the first read had room for %d bytes, want %d", src.rooms[0], burstBuf)
+			}
+			if tc.maxWait > 0 {
+				if m := slices.Max(src.rooms[1:]); m > tc.maxWait {
+					t.Errorf("a later read had room for %d bytes: a waiting stream holds more than %d (rooms %v)", m, tc.maxWait, src.rooms)
+				}
 			}
 		})
 	}
+}
+
+// roomOf records the room each Read of r was given.
+type roomOf struct {
+	r     io.Reader
+	rooms []int
+}
+
+func (o *roomOf) Read(p []byte) (int, error) {
+	o.rooms = append(o.rooms, len(p))
+	return o.r.Read(p)
 }
 
 // TestReaderExtend: Extend joins a frame to the run only when both are the
