@@ -140,6 +140,7 @@ func (s *Answer) writeCommit() {
 //go:noinline
 func (s *Answer) first(feed *frameFeed) bool {
 	<-feed.ready
+	feed.judge(s.a.codec, s.c.rw.keepText)
 	it := feed.cur
 	feed.handOver()
 	if it.err == nil {

@@ -26,12 +26,12 @@ var (
 // doneFrame ends a chat stream.
 var doneFrame = []byte("data: [DONE]\n\n")
 
-// frameItem is one upstream frame. Before commit the reader goroutine hands
-// it to the gate and raw and text are owned copies, but for the raw of a
-// decisive frame (content or a finish), which aliases the reader's (or the
-// codec's) buffer until the reader reads on; after commit the hop's
-// goroutine reads frames itself and they alias the sse.Reader's buffer,
-// valid until the next frame is read.
+// frameItem is one upstream frame. Before commit the gate judges the
+// frame the reader goroutine read (frameFeed.judge) and raw and text are
+// owned copies, but for the raw of a decisive frame (content or a finish),
+// which aliases the reader's (or the codec's) buffer until the reader
+// reads on; after commit the hop's goroutine reads frames itself and they
+// alias the sse.Reader's buffer, valid until the next frame is read.
 type frameItem struct {
 	raw  []byte
 	info gate.Info
@@ -42,70 +42,57 @@ type frameItem struct {
 	textLen int
 }
 
-// frameFeed is a goroutine reading and classifying the frames of one
-// upstream body before commit, so the gate can wait on frames and its timer
-// at once. After each frame it waits for the gate's answer (true: read on,
-// false: stop, so the hop's goroutine takes the reader over at a frame
-// boundary).
+// frameFeed is a goroutine reading the frames of one upstream body before
+// commit, so the gate can wait on frames and its timer at once. After each
+// frame it waits for the gate's answer (true: read on, false: stop, so the
+// hop's goroutine takes the reader over at a frame boundary).
+//
+// The goroutine only reads: the gate classifies the frame on its own
+// goroutine (judge) while this one waits. A new goroutine starts on a
+// 2 KiB stack, and the codec's inspection of a chat chunk needs about
+// 4 KB of it: run here, every stream paid two stack growths (copies) in
+// its first frame, 7 µs of a burst stream's 300 µs in a profile of
+// hopbench's stream-50-frames-burst (docs/performance.md). The read fits.
 type frameFeed struct {
-	// ready: a frame is in cur. The goroutine writes cur only before it
-	// signals ready and the gate reads it only after, until it answers on
-	// next: the two never touch it at once. (A slot, not a channel of
-	// frames: the gate's frame keeps no copy of one.)
+	// ready: a frame (or the error of a read) is in fr and err. The
+	// goroutine writes them only before it signals ready and the gate
+	// reads them only after, until it answers on next: the two never
+	// touch them at once. fr aliases the reader's buffer, which the
+	// goroutine does not read into again before the answer. (A slot, not
+	// a channel of frames: the gate's frame keeps no copy of one.)
 	ready chan struct{}
-	cur   frameItem
-	next  chan bool
-	stop  chan struct{}
-	done  chan struct{}
+	fr    sse.Frame
+	err   error
+	// cur is the frame judged: the gate's, then Pump's.
+	cur  frameItem
+	next chan bool
+	stop chan struct{}
+	done chan struct{}
 	// awaiting: the goroutine waits for an answer about its last frame.
 	awaiting bool
 }
 
-// startFrames starts the reader goroutine on rd, whose frames k reads for
-// the client; with keepText the text of each frame is copied too
-// (mid_stream: resume keeps what was delivered).
-func startFrames(rd frameSource, k codec, keepText bool) *frameFeed {
+// startFrames starts the reader goroutine on rd.
+func startFrames(rd frameSource) *frameFeed {
 	f := &frameFeed{ready: make(chan struct{}, 1), next: make(chan bool, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
-		f.read(rd, k, keepText)
+		f.read(rd)
 	}()
 	return f
 }
 
-// read sends each frame of rd as owned copies, then waits for the answer
-// about it; it returns after sending an error, on false, or on stop.
-func (f *frameFeed) read(rd frameSource, k codec, keepText bool) {
+// read hands each frame of rd over in the slot, then waits for the answer
+// about it; it returns after handing over an error, on false, or on stop.
+func (f *frameFeed) read(rd frameSource) {
 	for {
-		fr, err := rd.Next()
-		var it frameItem
-		if err == nil {
-			out, info := k.frame(fr)
-			switch {
-			case len(out) == 0:
-			case info.Kind == gate.Content || info.Kind == gate.Finish:
-				// Decisive: the gate commits on it or fails the hop, and
-				// this goroutine reads no further before its answer; Pump
-				// writes the frame before it reads on (begin, first).
-				it.raw = out
-			default:
-				it.raw = append([]byte(nil), out...) // held
-			}
-			it.info = info
-			it.textLen = len(it.info.Text)
-			if keepText && len(it.info.Text) > 0 {
-				it.text = append([]byte(nil), it.info.Text...)
-			}
-			it.info.Text = nil
-		}
-		it.err = err
-		f.cur = it
+		f.fr, f.err = rd.Next()
 		select {
 		case f.ready <- struct{}{}:
 		case <-f.stop:
 			return
 		}
-		if err != nil {
+		if f.err != nil {
 			return
 		}
 		select {
@@ -119,6 +106,37 @@ func (f *frameFeed) read(rd frameSource, k codec, keepText bool) {
 	}
 }
 
+// judge makes the frame read (after ready) cur, as k reads it for the
+// client: a held frame's bytes are copied, since the reader reads on
+// before they are written; with keepText the text of each frame is copied
+// too (mid_stream: resume keeps what was delivered).
+//
+//go:noinline
+func (f *frameFeed) judge(k codec, keepText bool) {
+	it := frameItem{err: f.err}
+	if f.err == nil {
+		out, info := k.frame(f.fr)
+		switch {
+		case len(out) == 0:
+		case info.Kind == gate.Content || info.Kind == gate.Finish:
+			// Decisive: the gate commits on it or fails the hop, and
+			// the reader reads no further before its answer; Pump
+			// writes the frame before it reads on (begin, first).
+			it.raw = out
+		default:
+			it.raw = append([]byte(nil), out...) // held
+		}
+		it.info = info
+		it.textLen = len(it.info.Text)
+		if keepText && len(it.info.Text) > 0 {
+			it.text = append([]byte(nil), it.info.Text...)
+		}
+		it.info.Text = nil
+	}
+	f.fr = sse.Frame{}
+	f.cur = it
+}
+
 // handOver stops the goroutine at a frame boundary: rd is the caller's
 // once it returns. The channels go: an open stream keeps the feed (stream's
 // deferred close) but not what only the gone goroutine needed.
@@ -126,7 +144,7 @@ func (f *frameFeed) handOver() {
 	f.next <- false
 	<-f.done
 	f.ready, f.next, f.stop, f.done = nil, nil, nil, nil
-	f.cur = frameItem{}
+	f.cur, f.fr, f.err = frameItem{}, sse.Frame{}, nil
 }
 
 // close stops the reader and waits for it: a reader blocked on a send sees
@@ -156,7 +174,7 @@ func (a *attempt) stream(resp *http.Response) (err *classify.HopError) {
 	c := a.c
 	c.rw.keepText = a.m.Policy.MidStream == config.MidStreamResume
 	rd := a.frames(resp)
-	feed := startFrames(rd, a.codec, c.rw.keepText)
+	feed := startFrames(rd)
 	defer func() {
 		if err != errStreamOpen {
 			feed.close(a.cancel, resp.Body)
@@ -227,7 +245,8 @@ func (a *attempt) gate(resp *http.Response, feed *frameFeed) *classify.HopError 
 		}
 		select {
 		case <-feed.ready:
-			feed.awaiting = feed.cur.err == nil
+			feed.awaiting = feed.err == nil
+			feed.judge(a.codec, c.rw.keepText)
 			if err, end := g.take(&feed.cur); end {
 				return err
 			}
