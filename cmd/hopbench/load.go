@@ -96,6 +96,22 @@ type sample struct {
 	// cpu is the CPU time the target's process ran during the turn (0:
 	// not measured, the target is not one process of ours).
 	cpu time.Duration
+	// sys is the read and write system calls the target's process made
+	// during the turn (zero: not measured).
+	sys sysIO
+}
+
+// writesPerReq and readsPerReq are the target process's write and read
+// system calls per successful request: what a change to how a relay
+// writes costs, counted, not timed.
+func writesPerReq(s sample) float64 { return perOK(s, s.sys.writes) }
+func readsPerReq(s sample) float64  { return perOK(s, s.sys.reads) }
+
+func perOK(s sample, n int64) float64 {
+	if n <= 0 || s.ok == 0 {
+		return math.NaN()
+	}
+	return float64(n) / float64(s.ok)
 }
 
 // cpuPerReq is the target process's CPU time per successful request, in

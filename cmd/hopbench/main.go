@@ -76,7 +76,7 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	peers := fs.String("peers", getenv("BENCH_PEERS"), "comma-separated peer gateways to include (portkey); default $BENCH_PEERS")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: tiny durations and counts, no micro-benchmarks")
 	fs.DurationVar(&o.settle, "settle", 250*time.Millisecond, "idle time before each turn, so the previous target's leftovers (GC, span export) do not run in it")
-	fs.StringVar(&o.only, "only", "", "run one phase alone and write its section: "+onlyRealtime+" or "+onlyLimits)
+	fs.StringVar(&o.only, "only", "", "run one phase alone and write its section: "+onlyRealtime+", "+onlyLimits+" or "+onlyStreams)
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of each round's target order (0: from the clock; the report gives it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -97,8 +97,8 @@ func parseFlags(args []string, getenv func(string) string) (options, error) {
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
 	}
-	if o.only != "" && o.only != onlyRealtime && o.only != onlyLimits {
-		return o, fmt.Errorf("unknown -only phase %q (known: %s, %s)", o.only, onlyRealtime, onlyLimits)
+	if o.only != "" && o.only != onlyRealtime && o.only != onlyLimits && o.only != onlyStreams {
+		return o, fmt.Errorf("unknown -only phase %q (known: %s, %s, %s)", o.only, onlyRealtime, onlyLimits, onlyStreams)
 	}
 	if o.rounds < 1 || o.duration <= 0 || o.rate < 1 || o.workers < 1 || o.idle < 1 {
 		return o, errors.New("rounds, duration, rate, workers and idle must be positive")
@@ -658,13 +658,21 @@ func (w *world) rounds(ts []target, wl workload, m attackMode, hook func(round i
 			}
 			scraped := w.scrapeDuring(t, w.o.duration)
 			cpu0, cpuErr := int64(0), error(nil)
+			var io0 sysIO
+			ioErr := error(nil)
 			if t.pid > 0 {
 				cpu0, cpuErr = cpuNS(t.pid)
+				io0, ioErr = readSysIO(t.pid)
 			}
 			s := attack(t, wl, m, w.o.duration)
 			if t.pid > 0 && cpuErr == nil {
 				if cpu1, err := cpuNS(t.pid); err == nil {
 					s.cpu = time.Duration(cpu1 - cpu0)
+				}
+			}
+			if t.pid > 0 && ioErr == nil {
+				if io1, err := readSysIO(t.pid); err == nil {
+					s.sys = sysIO{io1.reads - io0.reads, io1.writes - io0.writes}
 				}
 			}
 			scraped()

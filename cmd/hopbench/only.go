@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -17,6 +19,7 @@ import (
 const (
 	onlyRealtime = "realtime"
 	onlyLimits   = "limits"
+	onlyStreams  = "streams"
 )
 
 // runOnly runs one phase of the benchmark by itself, with just the
@@ -51,6 +54,11 @@ func runOnly(o options) (*results, error) {
 			return nil, err
 		}
 		render = func(p printer) { res.renderLimiterTarget(p); res.renderAttribution(p) }
+	case onlyStreams:
+		if err := w.onlyStreams(res); err != nil {
+			return nil, err
+		}
+		render = func(p printer) { res.renderFloorTargets(p); res.renderThroughput(p); res.renderCPU(p) }
 	default:
 		w.logf("realtime sessions only")
 		if err := w.realtime(res); err != nil {
@@ -188,4 +196,104 @@ func (w *world) onlyLimits(res *results) error {
 	w.logf("limiter attribution: %d rounds", w.o.rounds)
 	res.attrib = w.attribute([]target{w.hopgate, lt}, wlComplete, mode)
 	return nil
+}
+
+// onlyStreams runs the throughput rounds of issue 34's rows alone
+// (completions, per-frame and burst streams) on the bare proxy, *hopgate*
+// and *hopgate-off*: a quick A/B of a change to the request or stream
+// path, in the same harness and with the same ratios as the whole run.
+// With -profile, round 0 saves each gateway's CPU and allocation profiles
+// of every workload, bursts included.
+func (w *world) onlyStreams(res *results) error {
+	var err error
+	upAddr := w.up.addrs["upstream"]
+	if w.proxy, err = startRole(roleProxy, envUpstream+"="+upAddr); err != nil {
+		return err
+	}
+	if w.gw, err = w.startGateway(); err != nil {
+		return err
+	}
+	w.hopgate = target{name: "hopgate", url: "http://" + w.gw.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench,
+		pid: w.gw.pid(), admin: w.gw.addrs["admin"], pprof: w.gw.addrs["pprof"]}
+	off, err := startRole(roleGateway, append(w.gatewayEnv(), envOTLP+"=http://"+w.sinkAddr, envTracing+"="+tracingOff)...)
+	if err != nil {
+		return err
+	}
+	w.variantGWs = append(w.variantGWs, off)
+	w.variants = []target{{name: "hopgate-" + tracingOff, url: "http://" + off.addrs["main"] + "/v1/chat/completions",
+		header: baseHeader(), model: modelBench, pid: off.pid(), admin: off.addrs["admin"], pprof: off.addrs["pprof"]}}
+	w.targets = []target{
+		{name: "direct", url: "http://" + upAddr + "/v1/chat/completions", header: baseHeader(), model: modelBench, pid: w.up.pid()},
+		{name: "proxy", url: "http://" + w.proxy.addrs["main"] + "/v1/chat/completions", header: baseHeader(), model: modelBench,
+			pid: w.proxy.pid(), pprof: w.proxy.addrs["pprof"]},
+		w.hopgate,
+	}
+	for _, t := range w.targets {
+		res.targets = append(res.targets, t.name)
+	}
+	ts := append(w.targets[:len(w.targets):len(w.targets)], w.variants...)
+	mode := attackMode{workers: w.o.workers}
+	w.logf("streams only: warm-up")
+	for _, t := range ts {
+		for _, wl := range []workload{wlComplete, wlStream, wlBurst} {
+			w.count(t, wl, attack(t, wl, mode, w.o.duration/3))
+		}
+	}
+	res.throughput = map[string]*matrix{}
+	for _, wl := range []workload{wlComplete, wlStream, wlBurst} {
+		w.logf("throughput at %s, %s", mode, wl.name)
+		res.throughput[wl.name] = w.rounds(ts, wl, mode, func(round int, t target, d time.Duration) func() {
+			if w.o.profileDir == "" || round != 0 || t.pprof == "" {
+				return nil
+			}
+			return w.profile(t, wl.name, d, &res.profiles)
+		})
+	}
+	return nil
+}
+
+// renderCPU gives each relay's process CPU per request in the throughput
+// rounds, and hopgate's over the proxy's paired by round: the load
+// generator shares the cores, so a change's cost shows here more steadily
+// than in req/s.
+func (r *results) renderCPU(p printer) {
+	p("Process CPU per request in the same rounds (µs, medians of rounds):")
+	p("")
+	p("| workload | proxy | hopgate | hopgate-%s | hopgate / proxy | hopgate − proxy |", tracingOff)
+	p("| --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, wl := range []workload{wlComplete, wlStream, wlBurst} {
+		mx := r.throughput[wl.name]
+		if mx == nil {
+			continue
+		}
+		p("| %s | %s | %s | %s | %s%s | %s%s |", wl.name, fmtUS(median(each(mx.by["proxy"], cpuPerReq))),
+			fmtUS(median(each(mx.by["hopgate"], cpuPerReq))), fmtUS(median(each(mx.by["hopgate-"+tracingOff], cpuPerReq))),
+			fmtRatio(ratio(mx, "hopgate", "proxy", cpuPerReq)), ratioRounds(mx, "hopgate", "proxy", cpuPerReq),
+			fmtSignedUS(added(mx, "hopgate", "proxy", cpuPerReq)), addedRounds(mx, "hopgate", "proxy", cpuPerReq))
+	}
+	p("")
+	p("Read and write system calls per request in the same rounds (/proc/PID/io, medians of rounds; sockets, the")
+	p("span export and the log line included):")
+	p("")
+	p("| workload | proxy reads | proxy writes | hopgate reads | hopgate writes | hopgate-%s reads | hopgate-%s writes |", tracingOff, tracingOff)
+	p("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, wl := range []workload{wlComplete, wlStream, wlBurst} {
+		mx := r.throughput[wl.name]
+		if mx == nil {
+			continue
+		}
+		row := "| " + wl.name + " |"
+		for _, t := range []string{"proxy", "hopgate", "hopgate-" + tracingOff} {
+			row += " " + fmtCalls(med(mx, t, readsPerReq)) + " | " + fmtCalls(med(mx, t, writesPerReq)) + " |"
+		}
+		p("%s", row)
+	}
+	p("")
+}
+
+func fmtCalls(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
 }

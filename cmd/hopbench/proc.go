@@ -224,3 +224,41 @@ func (t *tailBuffer) String() string {
 	defer t.mu.Unlock()
 	return string(t.b)
 }
+
+// sysIO is a process's read and write system calls so far
+// (/proc/PID/io: syscr, syscw; sockets included).
+type sysIO struct{ reads, writes int64 }
+
+func readSysIO(pid int) (sysIO, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return sysIO{}, err
+	}
+	var s sysIO
+	var seen int
+	for line := range strings.SplitSeq(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		var dst *int64
+		switch k {
+		case "syscr":
+			dst = &s.reads
+		case "syscw":
+			dst = &s.writes
+		default:
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return sysIO{}, fmt.Errorf("/proc/%d/io: %s: %w", pid, k, err)
+		}
+		*dst = n
+		seen++
+	}
+	if seen != 2 {
+		return sysIO{}, fmt.Errorf("/proc/%d/io: no syscr and syscw", pid)
+	}
+	return s, nil
+}

@@ -196,8 +196,13 @@ func runRole(role string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		ps, pa, err := serveLoopback(http.DefaultServeMux) // -only streams -profile profiles the proxy too
+		if err != nil {
+			return err
+		}
 		announce("main", a)
-		stop = func() { s.Close() }
+		announce("pprof", pa)
+		stop = func() { s.Close(); ps.Close() }
 	case roleRTRelay:
 		s, a, err := serveLoopback(rtRelayHandler(os.Getenv(envRealtime)))
 		if err != nil {
