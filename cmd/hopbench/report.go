@@ -448,10 +448,19 @@ func (r *results) renderThroughput(p printer) {
 	if len(variants) == 0 {
 		return
 	}
-	p("What tracing costs: the same rounds included %d more hopgate processes, each identical to", len(variants))
-	p("*hopgate* but for one setting. *%s*: `telemetry.healthy_sample_ratio: 0.1` (every request here is healthy, so about", "hopgate-"+tracingHealthy10)
-	p("one trace in ten is exported; failover, timeout and error traces would all be kept).")
-	p("*%s*: `OTEL_TRACES_SAMPLER=always_off` (no spans; metrics and logs as usual).", "hopgate-"+tracingOff)
+	processes := "processes"
+	if len(variants) == 1 {
+		processes = "process"
+	}
+	p("What tracing costs: the same rounds included %d more hopgate %s, each identical to", len(variants), processes)
+	p("*hopgate* but for one setting.")
+	if slices.Contains(variants, "hopgate-"+tracingHealthy10) {
+		p("*%s*: `telemetry.healthy_sample_ratio: 0.1` (every request here is healthy, so about", "hopgate-"+tracingHealthy10)
+		p("one trace in ten is exported; failover, timeout and error traces would all be kept).")
+	}
+	if slices.Contains(variants, "hopgate-"+tracingOff) {
+		p("*%s*: `OTEL_TRACES_SAMPLER=always_off` (no spans; metrics and logs as usual).", "hopgate-"+tracingOff)
+	}
 	if slices.Contains(variants, "hopgate-"+tracingBatch128) {
 		p("*%s*: every trace exported, as *hopgate*, but with `%s` (the SDK's defaults are", "hopgate-"+tracingBatch128, strings.Join(batch128Env, " "))
 		p("512 and 2048): smaller export batches, more often, from a longer queue.")
