@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -131,6 +132,17 @@ func TestQuickRun(t *testing.T) {
 	}
 	if burst := res.throughput[wlBurst.name]; burst == nil || len(burst.by["hopgate"]) == 0 {
 		t.Error("no burst-stream samples for hopgate")
+	} else {
+		// The CPU and system-call table of the full report reads these
+		// (renderCPU): every relay of ours must have been counted.
+		for _, name := range []string{"proxy", "hopgate", "hopgate-" + tracingOff} {
+			if v := med(burst, name, cpuPerReq); math.IsNaN(v) || v <= 0 {
+				t.Errorf("burst streams: no CPU per request for %s (%v)", name, v)
+			}
+			if v := med(burst, name, writesPerReq); math.IsNaN(v) || v <= 0 {
+				t.Errorf("burst streams: no writes per request for %s (%v)", name, v)
+			}
+		}
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -142,7 +154,7 @@ func TestQuickRun(t *testing.T) {
 		"## Failover paths", "## Memory per idle stream", "## Realtime sessions", "memory per idle session ≤ 1.2× the bare relay's", "## Trace export", "## Go micro-benchmarks",
 		"Over the bare proxy (the performance round's targets", "more RSS than the proxy per idle stream",
 		"`healthy_sample_ratio: 0.1` (completion-1KB)", "time to first token ≤ 300 µs over the proxy",
-		"What tracing costs", "## Tenant rate limits", "limited-redis / hopgate (req/s)", "Tenant rate limits (issue 33):", "The limiter's share of the gateway's CPU", "End to end, in the throughput rounds", "Redis limiter: p50", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy", "hopgate-sdkexport / proxy"} {
+		"What tracing costs", "Process CPU per request in the same rounds", "| workload | proxy reads | proxy writes |", "## Tenant rate limits", "limited-redis / hopgate (req/s)", "Tenant rate limits (issue 33):", "The limiter's share of the gateway's CPU", "End to end, in the throughput rounds", "Redis limiter: p50", "hopgate-healthy10 / proxy", "hopgate-off / proxy", "hopgate-batch128 / proxy", "hopgate-gogc200 / proxy", "hopgate-sdkexport / proxy"} {
 		if !strings.Contains(string(b), section) {
 			t.Errorf("report lacks %q", section)
 		}

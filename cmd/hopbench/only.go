@@ -255,7 +255,8 @@ func (w *world) onlyStreams(res *results) error {
 // renderCPU gives each relay's process CPU per request in the throughput
 // rounds, and hopgate's over the proxy's paired by round: the load
 // generator shares the cores, so a change's cost shows here more steadily
-// than in req/s.
+// than in req/s. The whole run renders it after its throughput table,
+// -only streams after its own.
 func (r *results) renderCPU(p printer) {
 	p("Process CPU per request in the same rounds (µs, medians of rounds):")
 	p("")

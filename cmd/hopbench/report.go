@@ -193,6 +193,7 @@ func render(w io.Writer, r *results) {
 
 	r.renderTargets(p, has)
 	r.renderThroughput(p)
+	r.renderCPU(p)
 	r.renderLimits(p)
 	r.renderFloor(p)
 	r.renderLatency(p)
