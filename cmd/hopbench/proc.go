@@ -234,6 +234,11 @@ func readSysIO(pid int) (sysIO, error) {
 	if err != nil {
 		return sysIO{}, err
 	}
+	return parseSysIO(pid, b)
+}
+
+// parseSysIO reads syscr and syscw from the text of /proc/PID/io.
+func parseSysIO(pid int, b []byte) (sysIO, error) {
 	var s sysIO
 	var seen int
 	for line := range strings.SplitSeq(string(b), "\n") {
