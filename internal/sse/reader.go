@@ -222,6 +222,13 @@ func (r *Reader) fill() {
 		// rest waited for a second read, and a proxy flushing whenever no
 		// complete frame is buffered flushed in between: one write more
 		// per burst stream than the bare proxy's (docs/performance.md).
+		// The price: a stream whose upstream sends headers and then
+		// nothing waits for its first bytes holding burstBuf, not
+		// initialBuf, until they come or the read is cut (the client
+		// leaves, stream_idle_timeout when set: off by default). Anthropic
+		// sends message_start right after the headers and OpenAI-style
+		// chat its role delta; an upstream that thinks before its first
+		// event holds the 15 KiB more while it thinks.
 		r.buf = getBuf(min(burstBuf, limit))
 	case !r.full && len(r.buf) == burstBuf && r.start == r.end:
 		// The last read did not fill the burst buffer and ended on a
