@@ -100,7 +100,7 @@ clean:
 	rm -rf $(BIN)
 
 ## bench: hopgate against direct, a bare reverse proxy, nginx and HAProxy,
-## tracing on (about 12 minutes, loopback only); rewrites docs/benchmarks.md.
+## tracing on (about 18 minutes on 2 cores, loopback only); rewrites docs/benchmarks.md.
 ## BENCH_PEERS=portkey adds Portkey's gateway; BENCH_FLAGS passes hopbench
 ## flags (-quick, -profile DIR).
 bench: nginx haproxy

@@ -50,6 +50,19 @@
 // github.com/google/pprof/profile, the parser go tool pprof uses), since
 // the rounds spread wider than its 2 % bar.
 //
+// The floor: nginx and HAProxy from Debian's packages (the Makefile
+// installs them), started with configs written for the run (floor.go) in
+// front of the same upstreams, plain and over TLS, in the same rounds.
+// Every turn also reads, for each process of ours, its threads' CPU time
+// (/proc/PID/task/*/schedstat) and its read and write system calls
+// (/proc/PID/io): counts per request that a change to how a relay reads
+// and writes moves whatever the load, where req/s on 2 cores shared with
+// the load generator moves with it.
+//
+// -only realtime, limits or streams runs one phase alone, with only the
+// processes it needs, and writes its section: a before/after of one row
+// in minutes instead of the whole run's eighteen.
+//
 // hopbench owns only this measurement. It must not change how hopgate
 // behaves: the gateway under test is built from the same packages and
 // defaults as `hopgate serve`, configured through a YAML config and OTEL_*
