@@ -53,7 +53,8 @@ type frameItem struct {
 // 4 KB of it: run here, every stream paid two stack growths (copies) in
 // its first frame, 7 µs of a burst stream's 300 µs in a profile of
 // hopbench's stream-50-frames-burst (docs/performance.md). The read alone
-// still takes it past 2 KiB once (net/http's chunked body read), to 4 KiB.
+// still takes it past 2 KiB once (net/http's chunked body read), to 4 KiB
+// (TestFrameFeedReaderStackStaysSmall caps it there).
 type frameFeed struct {
 	// ready: a frame (or the error of a read) is in fr and err. The
 	// goroutine writes them only before it signals ready and the gate
