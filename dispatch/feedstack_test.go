@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"runtime/debug"
 	"testing"
 
@@ -42,14 +40,7 @@ func growStack(n int) byte {
 // chunk from an HTTP response body: a reader goroutine that inspects
 // frames again crashes it.
 func TestFrameFeedReaderStackStaysSmall(t *testing.T) {
-	if os.Getenv(feedStackChild) == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestFrameFeedReaderStackStaysSmall$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), feedStackChild+"=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil || !bytes.Contains(out, []byte("no reader grew past 4 KiB")) {
-			out = out[:min(len(out), 16<<10)] // the crashing goroutine comes first
-			t.Fatalf("the gate's reader goroutine grew its stack past 4 KiB (%v); the path that did:\n%s", err, out)
-		}
+	if !InStackChild(t, feedStackChild, "no reader grew past 4 KiB", "the gate's reader goroutine grew its stack past 4 KiB") {
 		return
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))

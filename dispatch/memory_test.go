@@ -5,14 +5,13 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
@@ -112,14 +111,7 @@ func TestStreamStackStaysSmall(t *testing.T) {
 	if raceEnabled {
 		t.Skip("frame sizes under the race detector are not the shipped ones; make test runs this test without -race")
 	}
-	if os.Getenv(stackChild) == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestStreamStackStaysSmall$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), stackChild+"=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil || !bytes.Contains(out, []byte("no goroutine grew past 8 KiB")) {
-			out = out[:min(len(out), 16<<10)] // the crashing goroutine comes first
-			t.Fatalf("a streamed request grew a goroutine's stack past 8 KiB (%v); the path that did:\n%s", err, out)
-		}
+	if !dispatch.InStackChild(t, stackChild, "no goroutine grew past 8 KiB", "a streamed request grew a goroutine's stack past 8 KiB") {
 		return
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
