@@ -31,6 +31,7 @@ type Server struct {
 	engine *dispatch.Engine
 	tel    *telemetry.Telemetry
 	log    *slog.Logger
+	lines  *telemetry.Lines              // the request path's log lines, through log
 	status *status.Service               // status.go; nil: /status answers like an unknown route
 	wallet atomic.Pointer[wallet.Wallet] // nil: nothing is charged (wallet.go)
 	adm    *overload.Admission
@@ -47,7 +48,7 @@ func New(cfg *config.Config, e *dispatch.Engine, tel *telemetry.Telemetry, log *
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{engine: e, tel: tel, log: log}
+	s := &Server{engine: e, tel: tel, log: log, lines: telemetry.NewLines(log)}
 	s.cfg.Store(cfg)
 	s.limiter.Store(ratelimit.New(ratelimit.Options{Telemetry: tel, Logger: log}))
 	return s
@@ -98,9 +99,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apierror.Error)
 func (s *Server) failAs(w http.ResponseWriter, r *http.Request, e *apierror.Error, outcome string) {
 	s.tel.Spans.Refused(r.Context(), &telemetry.Refusal{Outcome: outcome, Code: e.Code})
 	reply(w, r, e)
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.Int("status", e.Status), slog.String("outcome", outcome), slog.String("code", e.Code))
+	s.lines.Start(r.Context(), slog.LevelInfo, "request").
+		Str("method", r.Method).Str("path", r.URL.Path).
+		Int("status", e.Status).Str("outcome", outcome).Str("code", e.Code).End()
 }
 
 // reply writes a refusal as the whole answer, with the request id,
@@ -364,14 +365,15 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rt *route) (req *
 //
 //go:noinline
 func (s *Server) logRequest(r *http.Request, req *dispatch.Request, res dispatch.Result) {
-	// LogAttrs: no boxing of every attribute into any (11 allocations).
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.String("model", req.Model.Name), slog.String("served_model", res.ServedModel),
-		slog.Bool("stream", req.Stream), slog.Int("status", res.Status),
-		slog.String("outcome", res.Outcome), slog.String("failover_path", res.Path),
-		slog.Int("attempts", res.Attempts), slog.String("tenant", req.Tenant),
-		slog.Bool("aborted", res.Aborted))
+	// Lines: the line appended as it is described, no slog.Record
+	// (telemetry/logline.go).
+	s.lines.Start(r.Context(), slog.LevelInfo, "request").
+		Str("method", r.Method).Str("path", r.URL.Path).
+		Str("model", req.Model.Name).Str("served_model", res.ServedModel).
+		Bool("stream", req.Stream).Int("status", res.Status).
+		Str("outcome", res.Outcome).Str("failover_path", res.Path).
+		Int("attempts", res.Attempts).Str("tenant", req.Tenant).
+		Bool("aborted", res.Aborted).End()
 }
 
 // readBody reads a request body. One that declares its length (within

@@ -139,10 +139,10 @@ func (s *Server) refuseAs(w http.ResponseWriter, r *http.Request, req *dispatch.
 	w.Header().Set("X-Hopgate-Model", req.Model.Name)
 	s.tel.Spans.Refused(r.Context(), &telemetry.Refusal{Outcome: outcome, Code: e.Code, Tenant: req.Tenant})
 	reply(w, r, e)
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("model", req.Model.Name),
-		slog.Int("status", e.Status), slog.String("outcome", outcome), slog.String("code", e.Code),
-		slog.String("tenant", req.Tenant))
+	s.lines.Start(r.Context(), slog.LevelInfo, "request").
+		Str("method", r.Method).Str("path", r.URL.Path).Str("model", req.Model.Name).
+		Int("status", e.Status).Str("outcome", outcome).Str("code", e.Code).
+		Str("tenant", req.Tenant).End()
 }
 
 // settle charges (or releases) the request's reservation with what the
