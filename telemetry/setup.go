@@ -253,10 +253,14 @@ func healthyExemplarFilter(ratio float64) exemplar.Filter {
 		if !sc.IsSampled() {
 			return false
 		}
-		if v, _ := ctx.Value(interestingKey{}).(bool); v {
+		if healthy.keep(sc.TraceID()) {
+			// First: a lookup of interestingKey walks the whole context
+			// chain when it is absent, as it is on a healthy hop, and the
+			// filter runs for every measurement.
 			return true
 		}
-		return healthy.keep(sc.TraceID())
+		v, _ := ctx.Value(interestingKey{}).(bool)
+		return v
 	}
 }
 
