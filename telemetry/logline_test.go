@@ -3,9 +3,11 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -206,4 +208,38 @@ func BenchmarkAccessLine(b *testing.B) {
 				slog.Bool("aborted", false))
 		}
 	})
+}
+
+// TestLinesAndSlogShareTheWriter: lines written through Lines and through
+// the logger at once reach a writer that is not safe for concurrent use
+// one whole line at a time (the race detector and the JSON of every line
+// would show an interleaving).
+func TestLinesAndSlogShareTheWriter(t *testing.T) {
+	var buf bytes.Buffer
+	log := NewLogger(&buf, slog.LevelInfo)
+	ls := NewLines(log)
+	var wg sync.WaitGroup
+	const n = 200
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range n {
+				if g%2 == 0 {
+					ls.Start(spanCtx(), slog.LevelInfo, "request").Int("g", g).Int("i", i).Str("pad", strings.Repeat("x", 300)).End()
+				} else {
+					log.InfoContext(spanCtx(), "request", "g", g, "i", i, "pad", strings.Repeat("y", 300))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 4*n {
+		t.Fatalf("%d lines, want %d", len(lines), 4*n)
+	}
+	for _, l := range lines {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+	}
 }
