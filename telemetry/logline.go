@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hopgate/hopgate/internal/jsonscan"
 )
 
 // Lines writes the request path's log lines (the access line of every
@@ -185,53 +186,8 @@ func (ln *Line) End() {
 }
 
 // appendJSONString appends s as a JSON string the way slog's JSON handler
-// escapes it: quotes, backslashes and control characters escaped (\n, \r,
-// \t by name, the others as \u00XX), invalid UTF-8 as \ufffd, U+2028 and
-// U+2029 escaped; HTML characters are left alone.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-const hexDigits = "0123456789abcdef"
+// escapes it, which is jsonscan.AppendQuote's escaping: quotes,
+// backslashes and control characters escaped, invalid UTF-8 as \ufffd,
+// U+2028 and U+2029 escaped, HTML characters left alone
+// (TestLinesMatchSlog and FuzzLinesMatchSlog compare the bytes).
+func appendJSONString(b []byte, s string) []byte { return jsonscan.AppendQuote(b, s) }
