@@ -55,6 +55,13 @@ type Config struct {
 	// queue in the pool rather than in SQLite's sleeping busy handler), 10
 	// for PostgreSQL.
 	MaxConns int
+
+	// shouldPing, when set, decides whether pgx pings a pooled PostgreSQL
+	// connection before reusing it, in place of pgx's default (a ping
+	// when it was idle over a second by the wall clock). Tests set it:
+	// whether a connection meets a restart stale must not hang on how
+	// long the restart took.
+	shouldPing func(context.Context, stdlib.ShouldPingParams) bool
 }
 
 // Store is hopgate's persistent state: tenants, keys, wallets, the ledger,
@@ -169,7 +176,11 @@ func openPostgres(cfg Config) (*sql.DB, error) {
 		// pgx's message may quote the DSN, password included: keep it out.
 		return nil, fmt.Errorf("%w: postgres DSN does not parse", ErrInvalid)
 	}
-	db := stdlib.OpenDB(*pc)
+	var opts []stdlib.OptionOpenDB
+	if cfg.shouldPing != nil {
+		opts = append(opts, stdlib.OptionShouldPing(cfg.shouldPing))
+	}
+	db := stdlib.OpenDB(*pc, opts...)
 	n := maxConns(cfg, 10)
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
