@@ -15,6 +15,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/testkit"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -41,13 +42,14 @@ func signal(c chan struct{}) {
 	}
 }
 
-// await receives from c, failing the test after 5 s.
+// await receives from c, failing the test after testkit.Bound (a failure
+// bound only: a passing test waits for c, never for time).
 func await(t *testing.T, c chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-c:
-	case <-time.After(5 * time.Second):
-		t.Fatal(what + " did not happen in 5 s")
+	case <-time.After(testkit.Bound):
+		t.Fatalf("%s did not happen in %v", what, testkit.Bound)
 	}
 }
 
