@@ -88,7 +88,7 @@ func TestSlowlorisIsDisconnected(t *testing.T) {
 			sent.Add(1)
 		}
 	}()
-	took := relWaitClosed(t, conn, 3*time.Second)
+	took := relWaitClosed(t, conn, testkit.Bound)
 	close(stop)
 	if took < 250*time.Millisecond {
 		t.Fatalf("closed after %v, before ReadHeaderTimeout", took)
@@ -122,7 +122,7 @@ func TestIdleKeepAliveIsReaped(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Close {
 		t.Fatalf("status %d close=%v: want a kept-alive 200", resp.StatusCode, resp.Close)
 	}
-	if took := relWaitClosed(t, conn, 3*time.Second); took < 200*time.Millisecond {
+	if took := relWaitClosed(t, conn, testkit.Bound); took < 200*time.Millisecond {
 		t.Fatalf("idle connection closed after %v, before IdleTimeout", took)
 	}
 }
