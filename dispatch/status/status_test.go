@@ -183,11 +183,16 @@ func TestRecordNeverWaitsOnTheStore(t *testing.T) {
 	st := &flakyStore{MemoryStore: NewMemoryStore(), block: make(chan struct{}), entered: make(chan struct{}, 1)}
 	r := NewRecorder(st, clock, clock, time.Second, nil)
 	r.Record("m", telemetry.OutcomeOK)
-	flushed := make(chan error)
+	// release lets the store answer: below, or when the test fails
+	// before it, so the flush and the Records return and their
+	// goroutines end either way.
+	release := sync.OnceFunc(func() { close(st.block) })
+	t.Cleanup(release)
+	flushed := make(chan error, 1)
 	go func() { flushed <- r.Flush(context.Background()) }()
 	await(t, st.entered, "the flush reaching the store")
-	// The store hangs until st.block is closed, below: a Record that
-	// waited on it would never return, and await fails after its bound.
+	// The store hangs until it is released, below: a Record that waited
+	// on it would not return, and await fails after its bound.
 	recorded := make(chan struct{})
 	go func() {
 		for range 1000 {
@@ -204,7 +209,7 @@ func TestRecordNeverWaitsOnTheStore(t *testing.T) {
 	if ok != 1001 {
 		t.Fatalf("unflushed ok = %d, want 1001", ok)
 	}
-	close(st.block)
+	release()
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
 	}

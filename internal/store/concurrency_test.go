@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hopgate/hopgate/internal/testkit/pgtest"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/hopgate/hopgate/internal/testkit/pgtest"
 )
 
 // 200 requests of one tenant at once, through two Stores on one database
