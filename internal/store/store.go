@@ -57,10 +57,10 @@ type Config struct {
 	MaxConns int
 
 	// shouldPing, when set, decides whether pgx pings a pooled PostgreSQL
-	// connection before reusing it, in place of pgx's default (a ping
-	// when it was idle over a second by the wall clock). Tests set it:
-	// whether a connection meets a restart stale must not hang on how
-	// long the restart took.
+	// connection before reusing it. nil: pgx's default, a ping when the
+	// connection was idle over a second by the wall clock. Tests set it,
+	// so that a connection a restart ended is still in the pool after the
+	// restart, however long the restart took.
 	shouldPing func(context.Context, stdlib.ShouldPingParams) bool
 }
 
