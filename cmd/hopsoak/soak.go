@@ -314,6 +314,40 @@ func (r *rootSpans) get(id string) (rootSpan, bool) {
 	return v, ok
 }
 
+// rootSpanWait bounds awaitRootSpans: a root still missing after it is
+// reported missing.
+const rootSpanWait = 10 * time.Second
+
+// awaitRootSpans flushes the tracer provider until every request whose
+// answer came back (not one the client left on purpose) has its root span
+// in spans, or rootSpanWait has passed; the checks then report each root
+// still missing. A single flush right after the last client returned
+// once missed one root of 119 in TestSoakWalletBooks under CI load (a
+// streamed failover, its failover log entry present); ten reruns met no
+// missing root, and why that flush missed it was not found. A root the
+// gateway lost (a dropped span) never arrives, so the bound keeps the
+// check as strict; it only stops the check racing the export.
+func awaitRootSpans(ctx context.Context, tel *telemetry.Telemetry, spans *rootSpans, results []result) {
+	deadline := time.Now().Add(rootSpanWait)
+	for {
+		_ = tel.TracerProvider.ForceFlush(ctx)
+		missing := false
+		for _, r := range results {
+			if r.left || (r.shed == "" && r.outcome == "") {
+				continue
+			}
+			if _, ok := spans.get(r.id); !ok {
+				missing = true
+				break
+			}
+		}
+		if !missing || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // gatewayLog counts ERROR log lines of the gateway and keeps the bounds
 // of its "overload protection" line (the bounds derived from the budget
 // are in no metric).
@@ -672,8 +706,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.Hops = hops.Load()
 
-	// Per-request checks and client-observed outcomes.
-	_ = tel.TracerProvider.ForceFlush(ctx)
+	// Per-request checks and client-observed outcomes, once the root
+	// spans the answers name have reached the exporter.
+	awaitRootSpans(ctx, tel, spans, results)
 	var lat []time.Duration
 	unknown := 0
 	sure := map[string]int{}
