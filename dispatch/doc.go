@@ -39,6 +39,14 @@
 // 8 KiB, as the bare proxy's does (TestStreamStackStaysSmall,
 // docs/performance.md). Engine.Serve is Start, Pump and End.
 //
+// The gate reads the upstream's frames on the hop's goroutine as well: no
+// goroutine per stream reads for it. Its timer runs on its own and acts
+// only while that goroutine waits in a read: with on_timeout failover it
+// ends the hop's context (the read ends), with commit it writes the
+// commit and flushes it then, and the read's frame is the stream's first
+// after it (gateHold.fire, stream.go). Between reads the timer only marks
+// the gate, and the hop's goroutine decides before its next read.
+//
 // A realtime session (DESIGN.md §15, realtime.go, realtime_hop.go) is a
 // second kind of attempt inside the same walk: StartRealtime upgrades the
 // client first (its reader holds the events sent before a channel commits,

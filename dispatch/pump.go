@@ -26,7 +26,6 @@ type Answer struct {
 	open bool // a committed stream waits for Pump
 	a    *attempt
 	rd   frameSource
-	feed *frameFeed // the gate's reader goroutine, stopped by Pump
 	resp *http.Response
 	// The hop's breaker ticket: its result is recorded by End.
 	br     *breaker.Breaker
@@ -40,6 +39,12 @@ type Answer struct {
 	// decisive is the decisive frame, nil when the gate committed on its
 	// timer; Pump writes it and lets go of it.
 	decisive *frameItem
+	// begun: the gate's timer committed during a read and wrote the
+	// commit (gateHold.fire); afterFrame (or afterErr) is what that read
+	// brought, the stream's first frame after the commit.
+	begun      bool
+	afterFrame sse.Frame
+	afterErr   error
 
 	idle idleTimer
 	// err is how the stream ended (nil: complete); done: Pump returned
@@ -88,28 +93,37 @@ func (s *Answer) Pump() {
 }
 
 // begin writes the commit (status line, headers, held frames, the
-// decisive frame and a flush), arms the idle timer, stops the gate's
-// reader goroutine and passes on a frame it had read already. True when
-// that already ended the stream.
+// decisive frame) and arms the idle timer, or passes on the frame read
+// when the gate's timer wrote the commit. True when that already ended
+// the stream.
 //
 //go:noinline
 func (s *Answer) begin() bool {
+	if s.begun {
+		f, err := s.afterFrame, s.afterErr
+		s.afterFrame, s.afterErr = sse.Frame{}, nil
+		return s.step(&f, err, true)
+	}
+	timed := s.decisive == nil
+	s.start()
+	if timed {
+		// Committed on the gate's timer: what was held goes now. After a
+		// decisive frame the loop flushes the commit as soon as no
+		// further frame is buffered, so a burst sends it with the frames
+		// after it in one write.
+		_ = s.c.rw.flush()
+	}
+	return false
+}
+
+// start lists the stream for a shutdown, writes the commit without
+// flushing it and arms the idle timer: from Pump, or from the gate's timer
+// while the hop's goroutine waits in a read (gateHold.fire).
+func (s *Answer) start() {
 	s.c.e.streams.add(s) // a shutdown now ends it in band
 	s.c.rw.writeHead(s.head, &s.headers)
 	s.writeCommit()
 	s.idle.arm(s.a)
-	feed := s.feed
-	s.feed = nil // an open stream keeps no part of the reader goroutine
-	if feed.awaiting {
-		// The reader stopped after the decisive frame: the loop flushes
-		// the commit as soon as no further frame is buffered, so a burst
-		// sends it with the frames after it in one write.
-		feed.handOver()
-		return false
-	}
-	// The reader is in a read that may block: the commit goes now.
-	_ = s.c.rw.flush()
-	return s.first(feed)
 }
 
 // writeCommit writes the held frames and the decisive one without
@@ -132,23 +146,6 @@ func (s *Answer) writeCommit() {
 			_ = c.rw.write(decisive.raw)
 		}
 	}
-}
-
-// first passes on the frame the gate's reader was reading when the gate
-// committed on its timer; true when it ended the stream.
-//
-//go:noinline
-func (s *Answer) first(feed *frameFeed) bool {
-	<-feed.ready
-	feed.judge(s.a.codec, s.c.rw.keepText)
-	it := feed.cur
-	feed.handOver()
-	if it.err == nil {
-		s.idle.reset()
-	}
-	err, end := s.a.afterCommit(&it)
-	s.err = err
-	return end
 }
 
 // flush sends what was written; true when the client is gone (the stream
@@ -188,9 +185,6 @@ func (s *Answer) unwind() {
 	s.c.e.streams.remove(s)
 	s.idle.stop()
 	s.hold.Release()
-	if s.feed != nil {
-		s.feed.close(s.a.cancel, s.resp.Body)
-	}
 	_ = s.resp.Body.Close()
 	s.a.cancel(nil)
 	s.c.release()
@@ -219,8 +213,7 @@ func (s *Answer) End() Result {
 	return c.end(s.r)
 }
 
-// endStream ends the hop of a stream Pump passed on (its reader goroutine
-// is gone by then), as the walk ends a hop: its response drained
+// endStream ends the hop of a stream Pump passed on, as the walk ends a hop: its response drained
 // (complete) and closed, then its record and its breaker ticket.
 func (s *Answer) endStream() {
 	c, a := s.c, s.a

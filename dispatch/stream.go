@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -26,175 +27,84 @@ var (
 // doneFrame ends a chat stream.
 var doneFrame = []byte("data: [DONE]\n\n")
 
-// frameItem is one upstream frame. Before commit the gate judges the
-// frame the reader goroutine read (frameFeed.judge) and raw and text are
-// owned copies, but for the raw of a decisive frame (content or a finish),
-// which aliases the reader's (or the codec's) buffer until the reader
-// reads on; after commit the hop's goroutine reads frames itself and they
-// alias the sse.Reader's buffer, valid until the next frame is read.
+// frameItem is one upstream frame. Before commit the gate judges each
+// frame as it is read (judge): a held frame's raw (and, with keepText, its
+// text) is an owned copy, since the reader reads on before it is written;
+// the raw of a decisive frame (content or a finish) aliases the reader's
+// (or the codec's) buffer, which nothing reads into again before Pump has
+// written it. After commit frames alias the sse.Reader's buffer, valid
+// until the next frame is read.
 type frameItem struct {
 	raw  []byte
 	info gate.Info
 	text []byte
 	err  error
-	// textLen is len(info.Text) when the frame was read: a frame handed
-	// over before commit no longer carries its text unless it is kept.
+	// textLen is len(info.Text) when the frame was read: a frame judged
+	// before commit no longer carries its text unless it is kept.
 	textLen int
 }
 
-// frameFeed is a goroutine reading the frames of one upstream body before
-// commit, so the gate can wait on frames and its timer at once. After each
-// frame it waits for the gate's answer (true: read on, false: stop, so the
-// hop's goroutine takes the reader over at a frame boundary).
-//
-// The goroutine only reads: the gate classifies the frame on its own
-// goroutine (judge) while this one waits. A new goroutine starts on a
-// 2 KiB stack, and the codec's inspection of a chat chunk needs about
-// 4 KB of it: run here, every stream paid two stack growths (copies) in
-// its first frame, 7 µs of a burst stream's 300 µs in a profile of
-// hopbench's stream-50-frames-burst (docs/performance.md). The read alone
-// still takes it past 2 KiB once (net/http's chunked body read), to 4 KiB
-// (TestFrameFeedReaderStackStaysSmall caps it there).
-type frameFeed struct {
-	// ready: a frame (or the error of a read) is in fr and err. The
-	// goroutine writes them only before it signals ready and the gate
-	// reads them only after, until it answers on next: the two never
-	// touch them at once. fr aliases the reader's buffer, which the
-	// goroutine does not read into again before the answer. (A slot, not
-	// a channel of frames: the gate's frame keeps no copy of one.)
-	ready chan struct{}
-	fr    sse.Frame
-	err   error
-	// cur is the frame judged: the gate's, then Pump's.
-	cur  frameItem
-	next chan bool
-	stop chan struct{}
-	done chan struct{}
-	// awaiting: the goroutine waits for an answer about its last frame.
-	awaiting bool
-}
-
-// startFrames starts the reader goroutine on rd.
-func startFrames(rd frameSource) *frameFeed {
-	f := &frameFeed{ready: make(chan struct{}, 1), next: make(chan bool, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(f.done)
-		f.read(rd)
-	}()
-	return f
-}
-
-// read hands each frame of rd over in the slot, then waits for the answer
-// about it; it returns after handing over an error, on false, or on stop.
-func (f *frameFeed) read(rd frameSource) {
-	for {
-		f.fr, f.err = rd.Next()
-		select {
-		case f.ready <- struct{}{}:
-		case <-f.stop:
-			return
-		}
-		if f.err != nil {
-			return
-		}
-		select {
-		case more := <-f.next:
-			if !more {
-				return
-			}
-		case <-f.stop:
-			return
-		}
-	}
-}
-
-// judge makes the frame read (after ready) cur, as k reads it for the
-// client: a held frame's bytes are copied, since the reader reads on
-// before they are written; with keepText the text of each frame is copied
-// too (mid_stream: resume keeps what was delivered).
-//
-//go:noinline
-func (f *frameFeed) judge(k codec, keepText bool) {
-	it := frameItem{err: f.err}
-	if f.err == nil {
-		out, info := k.frame(f.fr)
-		switch {
-		case len(out) == 0:
-		case info.Kind == gate.Content || info.Kind == gate.Finish:
-			// Decisive: the gate commits on it or fails the hop, and
-			// the reader reads no further before its answer; Pump
-			// writes the frame before it reads on (begin, first).
-			it.raw = out
-		default:
-			it.raw = append([]byte(nil), out...) // held
-		}
-		it.info = info
-		it.textLen = len(it.info.Text)
-		if keepText && len(it.info.Text) > 0 {
-			it.text = append([]byte(nil), it.info.Text...)
-		}
-		it.info.Text = nil
-	}
-	f.fr = sse.Frame{}
-	f.cur = it
-}
-
-// handOver stops the goroutine at a frame boundary: rd is the caller's
-// once it returns. The channels go: an open stream keeps the feed (stream's
-// deferred close) but not what only the gone goroutine needed.
-func (f *frameFeed) handOver() {
-	f.next <- false
-	<-f.done
-	f.ready, f.next, f.stop, f.done = nil, nil, nil, nil
-	f.cur, f.fr, f.err = frameItem{}, sse.Frame{}, nil
-}
-
-// close stops the reader and waits for it: a reader blocked on a send sees
-// stop, one blocked in a read sees the hop cancelled and the body closed.
-// After handOver there is nothing to stop.
-func (f *frameFeed) close(cancel context.CancelCauseFunc, body io.Closer) {
-	if f.done == nil {
+// judge makes the frame fr (or the read's err) it, as k reads it for the
+// client (see frameItem for which bytes are copies).
+func judge(it *frameItem, k codec, fr sse.Frame, err error, keepText bool) {
+	*it = frameItem{err: err}
+	if err != nil {
 		return
 	}
-	close(f.stop)
-	cancel(nil)
-	_ = body.Close()
-	<-f.done
+	out, info := k.frame(fr)
+	switch {
+	case len(out) == 0:
+	case info.Kind == gate.Content || info.Kind == gate.Finish:
+		// Decisive: the gate commits on it or fails the hop, and
+		// nothing reads on before Pump has written it.
+		it.raw = out
+	default:
+		it.raw = append([]byte(nil), out...) // held
+	}
+	it.info = info
+	it.textLen = len(it.info.Text)
+	if keepText && len(it.info.Text) > 0 {
+		it.text = append([]byte(nil), it.info.Text...)
+	}
+	it.info.Text = nil
 }
 
 // stream runs the L3 gate on an SSE answer. Once the gate commits, the
 // stream is handed back to Start's caller (errStreamOpen, pump.go), which
 // writes the commit and passes the rest through.
 //
-// Before commit a reader goroutine feeds the gate, which also waits on its
-// timer. The reader stops at every frame until the gate answers, so at
-// commit it exits and the request's goroutine reads the rest itself: no
-// handoff per frame, no copies, and one goroutine fewer per open stream.
-// After commit every wait is a blocking read, which the hop context ends:
-// the client leaving, or the idle timer cancelling it.
-func (a *attempt) stream(resp *http.Response) (err *classify.HopError) {
+// The hop's own goroutine reads the frames, before commit as after it:
+// the gate's timer does not need a reader goroutine to race against (see
+// gateHold.fire). Every wait is a blocking read, which the hop context
+// ends: the client leaving, the chain deadline, the gate's timer with
+// on_timeout failover, the idle timer after commit.
+func (a *attempt) stream(resp *http.Response) *classify.HopError {
 	c := a.c
 	c.rw.keepText = a.m.Policy.MidStream == config.MidStreamResume
 	rd := a.frames(resp)
-	feed := startFrames(rd)
-	defer func() {
-		if err != errStreamOpen {
-			feed.close(a.cancel, resp.Body)
-			releaseFrames(rd)
-		}
-	}()
-	if err := a.gate(resp, feed); err != nil {
+	if err := a.gate(resp, rd); err != nil {
+		// The hop failed: nothing reads rd any more (a timer that fired
+		// as the gate decided only marks the gate, see fire).
+		releaseFrames(rd)
 		return err
 	}
 	if !c.rw.keepText {
 		c.dropBody() // only a resume would send it again
 	}
 	s := &c.ans
-	s.a, s.rd, s.feed, s.resp = a, rd, feed, resp
+	s.a, s.rd, s.resp = a, rd, resp
 	return errStreamOpen
 }
 
-// gateHold is what the gate holds and how its decision is recorded.
+// The gate's states: what the hop's goroutine is doing, as its timer sees it.
+const (
+	gateJudging uint8 = iota // judging a frame, or deciding: no read in flight
+	gateReading              // in a read of the next frame (or about to be)
+	gateFired                // the timer fired
+)
+
+// gateHold is what the gate holds, how its decision is recorded, and what
+// its timer may do while the hop's goroutine waits in a read.
 type gateHold struct {
 	a      *attempt
 	resp   *http.Response
@@ -203,6 +113,135 @@ type gateHold struct {
 	start  time.Time
 	span   telemetry.GateSpan
 	hold   overload.Hold // the held frames, against the process's budget
+	// cur is the frame judged last: at commit, the decisive one, which
+	// the Answer points to until Pump has written it.
+	cur frameItem
+
+	// mu orders the timer against the hop's goroutine (enter, leave,
+	// fire): the timer acts on the hop only while a read is in flight,
+	// and the goroutine sees what it did once the read returns.
+	mu    sync.Mutex
+	state uint8
+	// timerErr is what the timer decided when it fired during a read: the
+	// hop's end, or nil when it committed and wrote the commit.
+	timerErr *classify.HopError
+}
+
+// gate is L3: it holds frames until one is decisive and commits them (nil),
+// or fails the hop. The hop's goroutine reads the frames itself. Its timer
+// (fire) decides on its own goroutine only when a read is in flight; when
+// it fires between reads the loop sees it before its next read and decides
+// here. What a frame, the timer or the hop's end decides runs in calls of
+// their own (take, timeout, ended), so the gate's frame stays small under
+// them: the walk is at its deepest here.
+//
+//go:noinline
+func (a *attempt) gate(resp *http.Response, rd frameSource) *classify.HopError {
+	c := a.c
+	pol := a.m.Policy
+	g := newGateHold(a, resp)
+	// Once the gate decided, held frames are written or dropped.
+	defer g.hold.Release()
+	if pol.GateTimeout > 0 {
+		t := c.e.clock.AfterFunc(pol.GateTimeout, g.fire)
+		defer t.Stop()
+	}
+	keepText := c.rw.keepText
+	for {
+		if a.ctx.Err() != nil {
+			// A frame still buffered would be read without a read that
+			// the hop's end interrupts.
+			return g.ended()
+		}
+		if !g.enter() {
+			return g.timeout() // the timer fired while a frame was judged
+		}
+		fr, err := rd.Next()
+		if g.leave() {
+			return g.fired(fr, err)
+		}
+		judge(&g.cur, a.codec, fr, err, keepText)
+		if err, end := g.take(&g.cur); end {
+			return err
+		}
+	}
+}
+
+// enter marks a read in flight; false when the timer fired first.
+func (g *gateHold) enter() bool {
+	g.mu.Lock()
+	ok := g.state != gateFired
+	if ok {
+		g.state = gateReading
+	}
+	g.mu.Unlock()
+	return ok
+}
+
+// leave marks the read over; true when the timer fired during it (and
+// decided: timed).
+func (g *gateHold) leave() bool {
+	g.mu.Lock()
+	fired := g.state == gateFired
+	g.state = gateJudging
+	g.mu.Unlock()
+	return fired
+}
+
+// fire is the gate's timer. Between reads it only marks the gate, and the
+// hop's goroutine decides before its next read. During a read it decides
+// at once, as DESIGN.md §2 asks of the deadline: with on_timeout failover
+// it ends the hop's context, which ends the read; with commit it commits
+// and writes the commit to the client now (the status line, headers and
+// held frames, flushed), and the frame the read brings is the stream's
+// first after it (Answer.begin). The hop's goroutine is parked in the
+// read and touches neither the reply nor the call until leave, which
+// waits for this to finish.
+func (g *gateHold) fire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	reading := g.state == gateReading
+	g.state = gateFired
+	if !reading {
+		return
+	}
+	a := g.a
+	if a.m.Policy.GateOnTimeout == config.OnTimeoutFailover {
+		g.timerErr = g.timeout()
+		a.cancel(nil)
+		return
+	}
+	if g.timerErr = g.timeout(); g.timerErr != nil {
+		a.cancel(nil) // lost to the chain deadline, which stopped the walk too
+		return
+	}
+	s := &a.c.ans
+	s.a = a
+	s.start()
+	_ = a.c.rw.flush() // a client gone is seen by the next write
+	s.begun = true
+}
+
+// fired: the timer fired while the read of fr (or err) was in flight and
+// decided (fire). After a commit the read's frame is the stream's first.
+//
+//go:noinline
+func (g *gateHold) fired(fr sse.Frame, err error) *classify.HopError {
+	if g.timerErr != nil {
+		return g.timerErr
+	}
+	s := &g.a.c.ans
+	s.afterFrame, s.afterErr = fr, err
+	return nil
+}
+
+// newGateHold starts the gate's span and its hold; on the heap, not in
+// the gate's frame (see gate).
+//
+//go:noinline
+func newGateHold(a *attempt, resp *http.Response) *gateHold {
+	c := a.c
+	return &gateHold{a: a, resp: resp, start: c.e.clock.Now(), span: a.span.Gate(a.ctx), hold: overload.NewHold(c.e.budget)}
 }
 
 // decide records the gate's decision; a commit is the stream's first
@@ -222,56 +261,8 @@ func (g *gateHold) fail(decision string, kind classify.Kind) *classify.HopError 
 	return &classify.HopError{Kind: kind, Status: g.a.status}
 }
 
-// gate is L3: it holds frames until one is decisive and commits them (nil),
-// or fails the hop. Its loop only waits; what a frame, the timer or the
-// hop's end decides runs in calls of their own (take, timeout, ended), so
-// the gate's frame stays small under them: the walk is at its deepest here.
-//
-//go:noinline
-func (a *attempt) gate(resp *http.Response, feed *frameFeed) *classify.HopError {
-	c := a.c
-	pol := a.m.Policy
-	g := newGateHold(a, resp)
-	// Once the gate decided, held frames are written or dropped.
-	defer g.hold.Release()
-	var gateC <-chan time.Time
-	if pol.GateTimeout > 0 {
-		t := c.e.clock.NewTimer(pol.GateTimeout)
-		defer t.Stop()
-		gateC = t.Chan()
-	}
-	for {
-		if feed.awaiting {
-			feed.next <- true
-			feed.awaiting = false
-		}
-		select {
-		case <-feed.ready:
-			feed.awaiting = feed.err == nil
-			feed.judge(a.codec, c.rw.keepText)
-			if err, end := g.take(&feed.cur); end {
-				return err
-			}
-		case <-gateC:
-			return g.timeout()
-		case <-a.ctx.Done():
-			return g.ended()
-		}
-	}
-}
-
-// newGateHold starts the gate's span and its hold; on the heap, not in
-// the gate's frame (see gate).
-//
-//go:noinline
-func newGateHold(a *attempt, resp *http.Response) *gateHold {
-	c := a.c
-	return &gateHold{a: a, resp: resp, start: c.e.clock.Now(), span: a.span.Gate(a.ctx), hold: overload.NewHold(c.e.budget)}
-}
-
-// take judges the frame the reader handed over: a decisive one
-// commits, an error or an end fails the hop, anything else is held. True
-// when the gate decided.
+// take judges the frame just read: a decisive one commits, an error or an
+// end fails the hop, anything else is held. True when the gate decided.
 //
 //go:noinline
 func (g *gateHold) take(it *frameItem) (*classify.HopError, bool) {
@@ -359,8 +350,9 @@ func (g *gateHold) ended() *classify.HopError {
 // commit claims the reply for the stream and keeps what its first
 // write sends: the status line, hopgate's headers, the held frames (and
 // their hold on the budget) and the decisive frame (nil: the gate timed
-// out). Answer.Pump writes them once the walk has returned. False if the
-// chain deadline claimed the reply first.
+// out). Answer.Pump writes them once the walk has returned (or the timer,
+// fire, during a read). False if the chain deadline claimed the reply
+// first.
 func (g *gateHold) commit(decisive *frameItem) bool {
 	a, resp := g.a, g.resp
 	gh, ok := a.c.claimAnswer(a.ch.ID, "ok")
@@ -372,10 +364,8 @@ func (g *gateHold) commit(decisive *frameItem) bool {
 	s.head = head{status: http.StatusOK, contentType: headerContentType(resp.Header), length: -1, stream: true}
 	s.headers, s.held, s.hold = gh, g.frames, g.hold
 	g.hold = overload.Hold{} // the Answer's now
-	// The decisive frame is the reader's slot (feed.cur), not a copy: the
-	// reader waits for the gate's answer about it (awaiting) and does not
-	// write the slot again before Pump has written the frame and handed
-	// the reader over (begin), or the feed is closed.
+	// The decisive frame is the gate's (g.cur), not a copy: nothing
+	// reads on before Pump has written it.
 	s.decisive = decisive
 	return true
 }
@@ -579,7 +569,7 @@ func (a *attempt) frames(resp *http.Response) frameSource {
 
 // releaseFrames gives an SSE reader and its buffer back for the next
 // stream (sse.Get) once nothing reads it and none of its frames is used
-// any more: the reader goroutine gone, the pump's run written. Bedrock's
+// any more: the gate decided, the pump's last run written. Bedrock's
 // frames are left to the collector.
 func releaseFrames(rd frameSource) {
 	if r, ok := rd.(*sse.Reader); ok {
