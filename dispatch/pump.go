@@ -213,8 +213,9 @@ func (s *Answer) End() Result {
 	return c.end(s.r)
 }
 
-// endStream ends the hop of a stream Pump passed on, as the walk ends a hop: its response drained
-// (complete) and closed, then its record and its breaker ticket.
+// endStream ends the hop of a stream Pump passed on, as the walk ends a
+// hop: its response drained (complete) and closed, then its record and
+// its breaker ticket.
 func (s *Answer) endStream() {
 	c, a := s.c, s.a
 	s.idle.stop()
