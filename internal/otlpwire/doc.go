@@ -9,8 +9,13 @@
 //
 // Two parts:
 //   - Encoder writes the ExportTraceServiceRequest bytes in one pass into
-//     a reused buffer: the sizes of nested messages are computed first, so
-//     nothing is built twice and nothing is allocated per span.
+//     a reused buffer: a nested message's length is written once its body
+//     is (room for it is left before the body, which moves in the rare
+//     case the room was wrong), so nothing is built or sized twice and
+//     nothing is allocated per span. Sizing every span first, in a pass of
+//     its own, was a third of the encoder's time: BenchmarkEncode went
+//     from 470–650 µs to 270–430 µs per 512-span batch without it (four
+//     interleaved runs each, 2026-12-03).
 //     TestMatchesSDK holds the bytes to the SDK's own conversion of the
 //     same spans. A span that implements AttributeAppender (telemetry's
 //     compact spans) appends its attributes into the Encoder's reused

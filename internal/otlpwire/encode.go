@@ -83,7 +83,6 @@ const (
 // always the same few): one Encoder per exporter, not safe for concurrent
 // use.
 type Encoder struct {
-	sizes  []int // per span of the current call
 	groups []group
 	memo   []memoEntry
 	// The attributes of the current call's AttributeAppender spans, and
@@ -125,7 +124,6 @@ type group struct {
 	res   *resource.Resource
 	scope instrumentation.Scope
 	spans []int // indexes into the call's spans
-	size  int   // ScopeSpans message size
 }
 
 // memoEntry is an encoded Resource or InstrumentationScope message body.
@@ -156,33 +154,22 @@ func (e *Encoder) Append(b []byte, spans []sdktrace.ReadOnlySpan) []byte {
 		if e.seenRes(i) {
 			continue
 		}
-		rsSize := 0
-		resBody := e.resourceBody(g.res)
+		var rs int
+		b, rs = beginLen(b, fRequestResourceSpans, 3)
 		if g.res != nil {
-			rsSize += lenField(fResourceSpansResource, len(resBody))
-		}
-		for j := i; j < len(e.groups); j++ {
-			if e.groups[j].resKey == g.resKey {
-				rsSize += lenField(fResourceSpansScopeSpans, e.groups[j].size)
-			}
-		}
-		schema := ""
-		if g.res != nil {
-			schema = g.res.SchemaURL()
-		}
-		rsSize += stringField(fResourceSpansSchemaURL, schema)
-
-		b = appendLen(b, fRequestResourceSpans, rsSize)
-		if g.res != nil {
-			b = appendLen(b, fResourceSpansResource, len(resBody))
-			b = append(b, resBody...)
+			body := e.resourceBody(g.res)
+			b = appendLen(b, fResourceSpansResource, len(body))
+			b = append(b, body...)
 		}
 		for j := i; j < len(e.groups); j++ {
 			if e.groups[j].resKey == g.resKey {
 				b = e.appendScopeSpans(b, &e.groups[j], spans)
 			}
 		}
-		b = appendString(b, fResourceSpansSchemaURL, schema)
+		if g.res != nil {
+			b = appendString(b, fResourceSpansSchemaURL, g.res.SchemaURL())
+		}
+		b = endLen(b, rs, 3)
 	}
 	return b
 }
@@ -202,7 +189,6 @@ func (e *Encoder) reset() {
 		e.groups[i] = group{spans: e.groups[i].spans[:0]}
 	}
 	e.groups = e.groups[:0]
-	e.sizes = e.sizes[:0]
 	e.spans = e.spans[:0]
 	clear(e.attrs) // they hold the spans' strings
 	if cap(e.attrs) > maxAttrsKept {
@@ -211,7 +197,7 @@ func (e *Encoder) reset() {
 	e.attrs = e.attrs[:0]
 }
 
-// group sorts spans into groups and sizes every span and group.
+// group sorts spans into groups.
 func (e *Encoder) group(spans []sdktrace.ReadOnlySpan) {
 	for i, s := range spans {
 		r := [2]int{-1, -1}
@@ -221,11 +207,6 @@ func (e *Encoder) group(spans []sdktrace.ReadOnlySpan) {
 			r[1] = len(e.attrs)
 		}
 		e.spans = append(e.spans, r)
-		size := 0
-		if s != nil {
-			size = spanSize(s, e.attributes(i, s))
-		}
-		e.sizes = append(e.sizes, size)
 		if s == nil {
 			continue
 		}
@@ -250,29 +231,25 @@ func (e *Encoder) group(spans []sdktrace.ReadOnlySpan) {
 		}
 		g := &e.groups[gi]
 		g.spans = append(g.spans, i)
-		g.size += lenField(fScopeSpansSpans, size)
-	}
-	for i := range e.groups {
-		g := &e.groups[i]
-		if g.scope != (instrumentation.Scope{}) {
-			g.size += lenField(fScopeSpansScope, len(e.scopeBody(g.scope)))
-		}
-		g.size += stringField(fScopeSpansSchemaURL, g.scope.SchemaURL)
 	}
 }
 
 func (e *Encoder) appendScopeSpans(b []byte, g *group, spans []sdktrace.ReadOnlySpan) []byte {
-	b = appendLen(b, fResourceSpansScopeSpans, g.size)
+	var ss int
+	b, ss = beginLen(b, fResourceSpansScopeSpans, 3)
 	if g.scope != (instrumentation.Scope{}) {
 		body := e.scopeBody(g.scope)
 		b = appendLen(b, fScopeSpansScope, len(body))
 		b = append(b, body...)
 	}
 	for _, i := range g.spans {
-		b = appendLen(b, fScopeSpansSpans, e.sizes[i])
+		var sp int
+		b, sp = beginLen(b, fScopeSpansSpans, 2)
 		b = appendSpan(b, spans[i], e.attributes(i, spans[i]))
+		b = endLen(b, sp, 2)
 	}
-	return appendString(b, fScopeSpansSchemaURL, g.scope.SchemaURL)
+	b = appendString(b, fScopeSpansSchemaURL, g.scope.SchemaURL)
+	return endLen(b, ss, 3)
 }
 
 // resourceBody returns the encoded Resource message body of r (nil for a
@@ -321,38 +298,6 @@ func (e *Encoder) remember(m memoEntry) {
 	e.memo = append(e.memo, m)
 }
 
-// spanSize is the size of the Span message body of s, whose attributes
-// are attrs.
-func spanSize(s sdktrace.ReadOnlySpan, attrs []attribute.KeyValue) int {
-	sc := s.SpanContext()
-	n := 18 + 10 // trace_id and span_id: tag, length, 16 and 8 bytes
-	if ts := sc.TraceState(); ts.Len() > 0 {
-		n += stringField(fSpanTraceState, ts.String())
-	}
-	if s.Parent().SpanID().IsValid() {
-		n += 1 + 1 + 8
-	}
-	n += stringField(fSpanName, s.Name())
-	n += varintField(fSpanKind, uint64(spanKind(s.SpanKind())))
-	n += fixed64Field(fSpanStart, unixNano(s.StartTime().UnixNano()))
-	n += fixed64Field(fSpanEnd, unixNano(s.EndTime().UnixNano()))
-	for _, kv := range attrs {
-		n += lenField(fSpanAttributes, keyValueSize(kv))
-	}
-	n += varintField(fSpanDroppedAttrs, uint64(clampUint32(s.DroppedAttributes())))
-	for _, ev := range s.Events() {
-		n += lenField(fSpanEvents, eventSize(ev))
-	}
-	n += varintField(fSpanDroppedEvents, uint64(clampUint32(s.DroppedEvents())))
-	for _, l := range s.Links() {
-		n += lenField(fSpanLinks, linkSize(l))
-	}
-	n += varintField(fSpanDroppedLinks, uint64(clampUint32(s.DroppedLinks())))
-	n += lenField(fSpanStatus, statusSize(s.Status()))
-	n += 2 + 4 // flags: tag 16 takes two bytes, fixed32
-	return n
-}
-
 func appendSpan(b []byte, s sdktrace.ReadOnlySpan, attrs []attribute.KeyValue) []byte {
 	sc := s.SpanContext()
 	tid, sid := sc.TraceID(), sc.SpanID()
@@ -374,17 +319,20 @@ func appendSpan(b []byte, s sdktrace.ReadOnlySpan, attrs []attribute.KeyValue) [
 	}
 	b = appendVarint(b, fSpanDroppedAttrs, uint64(clampUint32(s.DroppedAttributes())))
 	for _, ev := range s.Events() {
-		b = appendLen(b, fSpanEvents, eventSize(ev))
+		var evStart int
+		b, evStart = beginLen(b, fSpanEvents, 1)
 		b = appendFixed64(b, fEventTime, unixNano(ev.Time.UnixNano()))
 		b = appendString(b, fEventName, ev.Name)
 		for _, kv := range ev.Attributes {
 			b = appendKeyValue(b, fEventAttributes, kv)
 		}
 		b = appendVarint(b, fEventDroppedAttrs, uint64(clampUint32(ev.DroppedAttributeCount)))
+		b = endLen(b, evStart, 1)
 	}
 	b = appendVarint(b, fSpanDroppedEvents, uint64(clampUint32(s.DroppedEvents())))
 	for _, l := range s.Links() {
-		b = appendLen(b, fSpanLinks, linkSize(l))
+		var lStart int
+		b, lStart = beginLen(b, fSpanLinks, 1)
 		tid, sid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
 		b = appendBytes(b, fLinkTraceID, tid[:])
 		b = appendBytes(b, fLinkSpanID, sid[:])
@@ -396,6 +344,7 @@ func appendSpan(b []byte, s sdktrace.ReadOnlySpan, attrs []attribute.KeyValue) [
 		}
 		b = appendVarint(b, fLinkDroppedAttrs, uint64(clampUint32(l.DroppedAttributeCount)))
 		b = appendFixed32(b, fLinkFlags, spanFlags(l.SpanContext.TraceFlags(), l.SpanContext))
+		b = endLen(b, lStart, 1)
 	}
 	b = appendVarint(b, fSpanDroppedLinks, uint64(clampUint32(s.DroppedLinks())))
 	st := s.Status()
@@ -403,27 +352,6 @@ func appendSpan(b []byte, s sdktrace.ReadOnlySpan, attrs []attribute.KeyValue) [
 	b = appendString(b, fStatusMessage, st.Description)
 	b = appendVarint(b, fStatusCode, uint64(statusCode(st.Code)))
 	return appendFixed32(b, fSpanFlags, spanFlags(sc.TraceFlags(), parent))
-}
-
-func eventSize(ev sdktrace.Event) int {
-	n := fixed64Field(fEventTime, unixNano(ev.Time.UnixNano()))
-	n += stringField(fEventName, ev.Name)
-	for _, kv := range ev.Attributes {
-		n += lenField(fEventAttributes, keyValueSize(kv))
-	}
-	return n + varintField(fEventDroppedAttrs, uint64(clampUint32(ev.DroppedAttributeCount)))
-}
-
-func linkSize(l sdktrace.Link) int {
-	n := 18 + 10 // trace_id and span_id
-	if ts := l.SpanContext.TraceState(); ts.Len() > 0 {
-		n += stringField(fLinkTraceState, ts.String())
-	}
-	for _, kv := range l.Attributes {
-		n += lenField(fLinkAttributes, keyValueSize(kv))
-	}
-	n += varintField(fLinkDroppedAttrs, uint64(clampUint32(l.DroppedAttributeCount)))
-	return n + 1 + 4 // flags, fixed32
 }
 
 func statusSize(st sdktrace.Status) int {
@@ -659,15 +587,38 @@ func varintField(num protowire.Number, v uint64) int {
 	return protowire.SizeTag(num) + protowire.SizeVarint(v)
 }
 
-func fixed64Field(num protowire.Number, v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return protowire.SizeTag(num) + 8
-}
-
 func appendLen(b []byte, num protowire.Number, size int) []byte {
 	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(size))
+}
+
+// beginLen appends the tag of the length-delimited field num and room for
+// its length, guess bytes of varint, before a body whose size is not known
+// yet; endLen writes the length once the body is written. It returns where
+// the body starts. A body's size is thus taken from what was written, in
+// one pass over the spans, rather than computed before by a pass of its
+// own that walked every attribute twice.
+func beginLen(b []byte, num protowire.Number, guess int) ([]byte, int) {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = append(b, make([]byte, guess)...)
+	return b, len(b)
+}
+
+// endLen writes the length of the body that started at start, after guess
+// bytes of room (beginLen). The length is a minimal varint, as a size pass
+// would have written it: when it needs more or fewer bytes than guess, the
+// body moves (rare: guess fits the usual span or batch).
+func endLen(b []byte, start, guess int) []byte {
+	size := len(b) - start
+	n := protowire.SizeVarint(uint64(size))
+	if n != guess {
+		if n > guess {
+			b = append(b, make([]byte, n-guess)...)
+		}
+		copy(b[start-guess+n:], b[start:start+size])
+		b = b[:start-guess+n+size]
+	}
+	protowire.AppendVarint(b[start-guess:start-guess], uint64(size)) // in place: n bytes
+	return b
 }
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
