@@ -3,6 +3,8 @@ package dispatch_test
 import (
 	"fmt"
 
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
@@ -26,3 +28,20 @@ models:
 }
 
 func chat(stream bool) string { return gwtest.ChatBody("m", stream) }
+
+// spanValues are the values of attribute key on the spans keep accepts
+// (nil: every span), in span order.
+func spanValues(spans tracetest.SpanStubs, key string, keep func(*tracetest.SpanStub) bool) []string {
+	var out []string
+	for i := range spans {
+		if keep != nil && !keep(&spans[i]) {
+			continue
+		}
+		for _, kv := range spans[i].Attributes {
+			if string(kv.Key) == key {
+				out = append(out, kv.Value.AsString())
+			}
+		}
+	}
+	return out
+}

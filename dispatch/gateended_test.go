@@ -88,25 +88,10 @@ models:
 		if err := h.Tel.TracerProvider.ForceFlush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		decisions = gateDecisions(h.Spans.GetSpans())
+		decisions = spanValues(h.Spans.GetSpans(), telemetry.AttrGateDecision, func(s *tracetest.SpanStub) bool { return s.Name == telemetry.SpanStreamGate })
 		return len(decisions) > 0
 	}, "the trace exported")
 	if len(decisions) != 1 || decisions[0] != telemetry.GateDiscardEOF {
 		t.Fatalf("gate decisions %q, want [%s]: a frame buffered when the hop ended was judged", decisions, telemetry.GateDiscardEOF)
 	}
-}
-
-func gateDecisions(spans tracetest.SpanStubs) []string {
-	var decisions []string
-	for _, s := range spans {
-		if s.Name != telemetry.SpanStreamGate {
-			continue
-		}
-		for _, kv := range s.Attributes {
-			if string(kv.Key) == telemetry.AttrGateDecision {
-				decisions = append(decisions, kv.Value.AsString())
-			}
-		}
-	}
-	return decisions
 }

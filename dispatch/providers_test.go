@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/oauth2/google"
 
@@ -133,19 +134,8 @@ func send(t *testing.T, h *gwtest.Gateway, path, body string, hdr map[string]str
 // hopProviders are the gen_ai.provider.name of the trace's hops, in order.
 func hopProviders(t *testing.T, h *gwtest.Gateway, r gwtest.Reply) []string {
 	t.Helper()
-	var out []string
-	spans := h.Trace(r.Header.Get("X-Request-Id"))
-	for _, s := range spans {
-		if s.SpanKind != trace.SpanKindClient {
-			continue
-		}
-		for _, kv := range s.Attributes {
-			if string(kv.Key) == telemetry.AttrGenAIProvider {
-				out = append(out, kv.Value.AsString())
-			}
-		}
-	}
-	return out
+	return spanValues(h.Trace(r.Header.Get("X-Request-Id")), telemetry.AttrGenAIProvider,
+		func(s *tracetest.SpanStub) bool { return s.SpanKind == trace.SpanKindClient })
 }
 
 func chatBody(model string, stream bool, extra string) string {

@@ -204,14 +204,7 @@ func TestSpeechHeaderTimeoutMovesToElevenLabs(t *testing.T) {
 		t.Fatalf("status %d path %q: %d bytes", r.Status, r.Header.Get("X-Hopgate-Path"), len(r.Body))
 	}
 	// The trace shows both hops, each named by its provider.
-	var providers []string
-	for _, s := range h.Trace(r.Header.Get("X-Request-Id")) {
-		for _, kv := range s.Attributes {
-			if kv.Key == "gen_ai.provider.name" {
-				providers = append(providers, kv.Value.AsString())
-			}
-		}
-	}
+	providers := spanValues(h.Trace(r.Header.Get("X-Request-Id")), "gen_ai.provider.name", nil)
 	if strings.Join(providers, ",") != "openai,elevenlabs" && strings.Join(providers, ",") != "elevenlabs,openai" {
 		t.Fatalf("hop spans' gen_ai.provider.name: %v, want one openai and one elevenlabs", providers)
 	}
