@@ -350,8 +350,8 @@ func TestSpanTreeGateTimeoutCommit(t *testing.T) {
 		"    policy: {stream_gate: {timeout: 30s, on_timeout: commit}}\n"), "a", "b")
 	headers, gated := h.SpanEnds(telemetry.SpanAwaitHeaders), h.SpanEnds(telemetry.SpanStreamGate)
 	done := h.Async(chat(true))
-	testkit.Recv(t, headers, "response headers") // the gate timer is armed from here on
-	h.WaitTimers(1)
+	testkit.Recv(t, headers, "response headers")
+	h.WaitArmed(30 * time.Second) // the gate's timer (the chain deadline is armed too)
 	h.Clock.Advance(30 * time.Second)
 	testkit.Recv(t, gated, "gate decision")
 	// The first token arrives after the commit, once the fake waits for it.

@@ -29,16 +29,19 @@ func (c *ArmedClock) record(d time.Duration) {
 	c.durations = append(c.durations, d)
 }
 
-// AfterFunc records d and arms the fake clock's timer.
+// AfterFunc arms the fake clock's timer and records d: a duration
+// recorded is a timer an Advance will fire (WaitArmed).
 func (c *ArmedClock) AfterFunc(d time.Duration, f func()) clockwork.Timer {
+	t := c.FakeClock.AfterFunc(d, f)
 	c.record(d)
-	return armedTimer{c.FakeClock.AfterFunc(d, f), c}
+	return armedTimer{t, c}
 }
 
-// NewTimer records d and arms the fake clock's timer.
+// NewTimer arms the fake clock's timer and records d.
 func (c *ArmedClock) NewTimer(d time.Duration) clockwork.Timer {
+	t := c.FakeClock.NewTimer(d)
 	c.record(d)
-	return armedTimer{c.FakeClock.NewTimer(d), c}
+	return armedTimer{t, c}
 }
 
 // Armed returns the durations armed so far, in order.
@@ -55,8 +58,9 @@ type armedTimer struct {
 }
 
 func (t armedTimer) Reset(d time.Duration) bool {
+	ok := t.Timer.Reset(d)
 	t.c.record(d)
-	return t.Timer.Reset(d)
+	return ok
 }
 
 // checkArmed says what is wrong with armed when want is a configured

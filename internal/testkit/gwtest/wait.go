@@ -2,6 +2,7 @@ package gwtest
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -16,6 +17,15 @@ func (g *Gateway) WaitTimers(n int) {
 	if err := blockUntil(g.Clock, n); err != nil {
 		g.tb.Fatalf("gateway never armed %d timers", n)
 	}
+}
+
+// WaitArmed waits until the gateway armed a timer for exactly d (the gate's
+// timeout, an idle timer): unlike WaitTimers, a timer armed earlier for
+// something else (the chain deadline) does not satisfy it, so an Advance
+// after it fires the timer waited for.
+func (g *Gateway) WaitArmed(d time.Duration) {
+	g.tb.Helper()
+	testkit.Eventually(g.tb, func() bool { return slices.Contains(g.Armed.Armed(), d) }, "a timer armed for "+d.String())
 }
 
 // WaitUpstreamTimers waits until at least n fake-provider waits (stall,
