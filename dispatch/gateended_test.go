@@ -50,7 +50,7 @@ func (b *goneBody) Read(p []byte) (int, error) {
 	b.leave()
 	select {
 	case <-b.ctx.Done():
-	case <-time.After(10 * time.Second):
+	case <-time.After(testkit.Bound):
 		return 0, errors.New("the hop's context did not end after the client left")
 	}
 	return copy(p, twoFrames), nil

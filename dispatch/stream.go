@@ -212,7 +212,9 @@ func (g *gateHold) fire() {
 		return
 	}
 	if g.timerErr = g.timeout(); g.timerErr != nil {
-		a.cancel(nil) // lost to the chain deadline, which stopped the walk too
+		// Lost to the chain deadline: lostCommit stopped the walk; the
+		// read this hop is parked in ends with the hop's own context.
+		a.cancel(nil)
 		return
 	}
 	s := &a.c.ans

@@ -13,9 +13,9 @@
 //     is (room for it is left before the body, which moves in the rare
 //     case the room was wrong), so nothing is built or sized twice and
 //     nothing is allocated per span. Sizing every span first, in a pass of
-//     its own, was a third of the encoder's time: BenchmarkEncode went
-//     from 470–650 µs to 270–430 µs per 512-span batch without it (four
-//     interleaved runs each, 2026-12-03).
+//     its own, was a third of the encoder's time: BenchmarkEncode's
+//     median went from 572 µs to 373 µs per 512-span batch without it
+//     (seven interleaved runs each, 2026-12-03, docs/performance.md).
 //     TestMatchesSDK holds the bytes to the SDK's own conversion of the
 //     same spans. A span that implements AttributeAppender (telemetry's
 //     compact spans) appends its attributes into the Encoder's reused

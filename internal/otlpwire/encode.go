@@ -362,10 +362,10 @@ func keyValueSize(kv attribute.KeyValue) int {
 	return stringField(fKeyValueKey, string(kv.Key)) + lenField(fKeyValueValue, valueSize(kv.Value))
 }
 
-// appendKeyValue looks at the key's bytes, and a string value's, once
-// here (and once in the size pass): every nested size is computed from
-// what is written. Recomputing them (each a UTF-8 check of the same
-// strings) took a quarter of the encoder's time (BenchmarkEncode).
+// appendKeyValue looks at the key's bytes, and a string value's, once:
+// every nested size is computed from what is written. Recomputing them
+// (each a UTF-8 check of the same strings) took a quarter of the
+// encoder's time (BenchmarkEncode).
 func appendKeyValue(b []byte, num protowire.Number, kv attribute.KeyValue) []byte {
 	key := validUTF8(string(kv.Key))
 	keySize := 0
