@@ -100,10 +100,11 @@ clean:
 	rm -rf $(BIN)
 
 ## bench: hopgate against direct, a bare reverse proxy, nginx and HAProxy,
-## tracing on (about 18 minutes on 2 cores, loopback only); rewrites docs/benchmarks.md.
+## tracing on, and the tenant-limit rows in a throwaway Redis (about 18 minutes on 2
+## cores, loopback only); rewrites docs/benchmarks.md.
 ## BENCH_PEERS=portkey adds Portkey's gateway; BENCH_FLAGS passes hopbench
 ## flags (-quick, -profile DIR).
-bench: nginx haproxy
+bench: nginx haproxy redis
 	HOPGATE_NGINX_BIN=$$(bash deploy/nginx/install.sh | tail -n1) \
 		HOPGATE_HAPROXY_BIN=$$(bash deploy/haproxy/install.sh | tail -n1) \
 		$(GO) run ./cmd/hopbench -out docs/benchmarks.md $(BENCH_FLAGS)

@@ -17,6 +17,9 @@ import (
 // TestMain lets the test binary play the child roles, as the command does:
 // the harness re-executes os.Executable(), which here is the test binary.
 func TestMain(m *testing.M) {
+	if os.Getenv(envSpawnTest) != "" {
+		spawnAndWait() // proc_linux_test.go
+	}
 	if role := os.Getenv(envRole); role != "" {
 		if err := runRole(role, os.Stdin, os.Stdout); err != nil {
 			os.Stderr.WriteString("hopbench " + role + ": " + err.Error() + "\n")

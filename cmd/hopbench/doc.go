@@ -11,6 +11,9 @@
 // closed-loop fixed-concurrency attacks, a small SSE client for
 // time-to-first-token and idle streams) and the OTLP sink, which counts
 // bytes and spans so the export cost is real and its completeness visible.
+// Every process it starts (roles, nginx, HAProxy, Redis, node, npm, go
+// test) gets Linux's parent-death signal (proc_linux.go): a run that is
+// killed leaves none of them running.
 //
 // Targets are measured in alternating rounds, each round in its own
 // shuffled order (-seed, given in the report), with a short idle time

@@ -89,6 +89,7 @@ func startRedis() (stop func(), url string, err error) {
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no")
+	endWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, "", err
 	}

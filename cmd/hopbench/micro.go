@@ -54,6 +54,7 @@ func runMicro(ctx context.Context, root, benchtime string, log io.Writer) microR
 	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", benchtime}, microPackages...)
 	res.command = "go " + strings.Join(args, " ")
 	cmd := exec.CommandContext(ctx, goBin, args...)
+	endWithParent(cmd)
 	cmd.Dir = root
 	var out bytes.Buffer
 	cmd.Stdout = io.MultiWriter(&out, log)

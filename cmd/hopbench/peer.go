@@ -89,6 +89,7 @@ func startPeer(name, upAddr string, log io.Writer) *peer {
 		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", dir,
 			"@portkey-ai/gateway@"+portkeyVersion)
 		cmd.Dir = dir
+		endWithParent(cmd)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			p.note = fmt.Sprintf("portkey skipped: npm install failed (%v): %s", err, lastLine(out))
 			return p

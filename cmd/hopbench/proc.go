@@ -57,6 +57,7 @@ func startChild(name string, cmd *exec.Cmd, protocol bool) (*child, error) {
 	stderr := &tailBuffer{}
 	c.stderr = stderr
 	cmd.Stderr = stderr
+	endWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
