@@ -2,6 +2,8 @@ package dispatch_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -44,4 +46,15 @@ func spanValues(spans tracetest.SpanStubs, key string, keep func(*tracetest.Span
 		}
 	}
 	return out
+}
+
+// sseResponse is a 200 event stream for r with body, what a test's own
+// RoundTripper answers when it must control every read of the stream.
+func sseResponse(r *http.Request, body io.ReadCloser) *http.Response {
+	return &http.Response{
+		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  http.Header{"Content-Type": {"text/event-stream"}},
+		Body:    body,
+		Request: r, ContentLength: -1,
+	}
 }

@@ -25,12 +25,7 @@ type goneBetweenFrames struct{ leave context.CancelFunc }
 
 func (g goneBetweenFrames) RoundTrip(r *http.Request) (*http.Response, error) {
 	_ = r.Body.Close()
-	return &http.Response{
-		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:  http.Header{"Content-Type": {"text/event-stream"}},
-		Body:    &goneBody{ctx: r.Context(), leave: g.leave},
-		Request: r, ContentLength: -1,
-	}, nil
+	return sseResponse(r, &goneBody{ctx: r.Context(), leave: g.leave}), nil
 }
 
 type goneBody struct {

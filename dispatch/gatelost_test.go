@@ -31,12 +31,7 @@ func (h *heldRead) RoundTrip(r *http.Request) (*http.Response, error) {
 		<-r.Context().Done()
 		close(h.hopEnded)
 	}()
-	return &http.Response{
-		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:  http.Header{"Content-Type": {"text/event-stream"}},
-		Body:    &heldBody{h: h},
-		Request: r, ContentLength: -1,
-	}, nil
+	return sseResponse(r, &heldBody{h: h}), nil
 }
 
 type heldBody struct {
