@@ -100,7 +100,7 @@ clean:
 	rm -rf $(BIN)
 
 ## bench: hopgate against direct, a bare reverse proxy, nginx and HAProxy,
-## tracing on, and the tenant-limit rows in a throwaway Redis (about 18 minutes on 2
+## tracing on, and the tenant-limit rows in a throwaway Redis (about 20 minutes on 2
 ## cores, loopback only); rewrites docs/benchmarks.md.
 ## BENCH_PEERS=portkey adds Portkey's gateway; BENCH_FLAGS passes hopbench
 ## flags (-quick, -profile DIR).
