@@ -18,7 +18,7 @@ import (
 // the harness re-executes os.Executable(), which here is the test binary.
 func TestMain(m *testing.M) {
 	if os.Getenv(envSpawnTest) != "" {
-		spawnAndWait() // proc_linux_test.go
+		spawnAndWait() // proc_end_test.go
 	}
 	if role := os.Getenv(envRole); role != "" {
 		if err := runRole(role, os.Stdin, os.Stdout); err != nil {

@@ -13,7 +13,8 @@
 // bytes and spans so the export cost is real and its completeness visible.
 // Every process it starts (roles, nginx, HAProxy, Redis, node, npm, go
 // test) gets Linux's parent-death signal (proc_linux.go): a run that is
-// killed leaves none of them running.
+// killed leaves no server running (a test binary `go test` started
+// finishes its bounded benchmarks on its own).
 //
 // Targets are measured in alternating rounds, each round in its own
 // shuffled order (-seed, given in the report), with a short idle time

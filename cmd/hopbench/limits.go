@@ -88,33 +88,15 @@ func startRedis() (stop func(), url string, err error) {
 		return nil, "", err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no")
-	endWithParent(cmd)
-	if err := cmd.Start(); err != nil {
+	c, err := startChild("redis", exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no"), false)
+	if err != nil {
 		return nil, "", err
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	stop = func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+	if err := waitPort(addr, 10*time.Second, c.done); err != nil {
+		c.kill()
+		return nil, "", fmt.Errorf("redis-server on %s did not start: %w: %s", addr, err, lastLine([]byte(c.stderr.String())))
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return stop, "redis://" + addr + "/0", nil
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, "", fmt.Errorf("redis-server on %s did not start: %w", addr, err)
-		}
-	}
+	return c.kill, "redis://" + addr + "/0", nil
 }
 
 // renderLimits is the tenant-limited rows' verdict: throughput against
