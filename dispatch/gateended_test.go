@@ -34,8 +34,8 @@ type goneBody struct {
 	done  bool
 }
 
-const twoFrames = `data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}` + "\n\n" +
-	`data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\n\n"
+// twoFrames is a role chunk (held) and a content chunk (decisive).
+const twoFrames = roleFrame + `data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\n\n"
 
 func (b *goneBody) Read(p []byte) (int, error) {
 	if b.done {

@@ -39,6 +39,7 @@ type heldBody struct {
 	reads int
 }
 
+// roleFrame is a chat stream's first chunk: a role, nothing decisive.
 const roleFrame = `data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}` + "\n\n"
 
 func (b *heldBody) Read(p []byte) (int, error) {

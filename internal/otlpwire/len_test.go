@@ -14,7 +14,7 @@ import (
 // both sides of each varint width.
 func TestLenAfterBody(t *testing.T) {
 	for _, size := range []int{0, 1, 127, 128, 129, 16383, 16384, 16385, 1<<21 - 1, 1 << 21} {
-		body := bytes.Repeat([]byte{0xab}, size)
+		body := make([]byte, size)
 		for i := range body {
 			body[i] = byte(i * 7)
 		}

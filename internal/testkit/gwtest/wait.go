@@ -22,7 +22,9 @@ func (g *Gateway) WaitTimers(n int) {
 // WaitArmed waits until the gateway armed a timer for exactly d (the gate's
 // timeout, an idle timer): unlike WaitTimers, a timer armed earlier for
 // something else (the chain deadline) does not satisfy it, so an Advance
-// after it fires the timer waited for.
+// after it fires the timer waited for. It counts every timer armed since
+// the gateway started: a test that sent an earlier request arming d has
+// to wait on something of its own.
 func (g *Gateway) WaitArmed(d time.Duration) {
 	g.tb.Helper()
 	testkit.Eventually(g.tb, func() bool { return slices.Contains(g.Armed.Armed(), d) }, "a timer armed for "+d.String())
