@@ -92,7 +92,12 @@ func (a *attempt) stream(resp *http.Response) *classify.HopError {
 		c.dropBody() // only a resume would send it again
 	}
 	s := &c.ans
-	s.a, s.rd, s.resp = a, rd, resp
+	if s.a == nil {
+		// Not when the gate's timer committed (fire): it set s.a before
+		// it listed the stream, and a shutdown may be reading it now.
+		s.a = a
+	}
+	s.rd, s.resp = rd, resp
 	return errStreamOpen
 }
 
