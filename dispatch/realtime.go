@@ -71,6 +71,9 @@ type rtMsg struct {
 type session struct {
 	client *websocket.Conn
 	maxN   int64
+	// maxEvent is the largest event either side may send once the
+	// session committed (realtime.max_event_bytes).
+	maxEvent int64
 
 	mu    sync.Mutex
 	held  []rtMsg
@@ -88,6 +91,7 @@ type session struct {
 	upClosing bool
 	over      bool                 // end began: the reader records nothing more
 	clientEnd bool                 // the client closed, or its socket failed
+	tooBig    bool                 // ... on an event above the framing's read limit (1009)
 	closeCode websocket.StatusCode // the code the session ended with (-1: none)
 	failure   *rtError             // the error event the session ends with (nil: none)
 
@@ -224,10 +228,13 @@ func acceptSession(c *call, r *http.Request) bool {
 		return false
 	}
 	rt := c.req.Config.Realtime
-	s := &session{client: conn, maxN: rt.HoldBytes, hold: overload.NewHold(c.e.budget),
+	s := &session{client: conn, maxN: rt.HoldBytes, maxEvent: rt.MaxEventBytes, hold: overload.NewHold(c.e.budget),
 		closeCode: -1, onDone: c.req.OnResponseDone, opened: c.e.clock.Now()}
 	if s.maxN <= 0 {
 		s.maxN = config.DefaultRealtimeHoldBytes
+	}
+	if s.maxEvent <= 0 {
+		s.maxEvent = config.DefaultRealtimeMaxEventBytes
 	}
 	maxSession := rt.MaxSession
 	if maxSession <= 0 {
@@ -238,9 +245,10 @@ func acceptSession(c *call, r *http.Request) bool {
 		c.e.clock.AfterFunc(finalWrite, s.endWrites)
 		s.expire(c)
 	})
-	// The largest event a client may send is the hold's bound: a bigger
-	// one closes its socket with 1009 (message too big).
-	conn.SetReadLimit(s.maxN)
+	// Before the commit, the largest event a client may send is the
+	// hold's bound: a bigger one closes its socket with 1009 (message too
+	// big). The commit raises it to max_event_bytes (commitSession).
+	conn.SetReadLimit(min(s.maxN, s.maxEvent))
 	// The status line is out, but the walk goes on (rw.written, which
 	// ends it, is set at the commit).
 	c.rw.status = http.StatusSwitchingProtocols
@@ -280,6 +288,7 @@ func (s *session) clientGone(c *call, err error) {
 		return
 	}
 	s.clientEnd, s.closeCode = true, websocket.CloseStatus(err)
+	s.tooBig = errors.Is(err, websocket.ErrMessageTooBig)
 	s.mu.Unlock()
 	s.stopBy(c, errClientGone)
 }
@@ -474,9 +483,14 @@ const (
 func (s *session) finish(c *call, last *classify.HopError) {
 	path := telemetry.FormatPath(c.steps)
 	s.mu.Lock()
-	clientEnd, failed := s.clientEnd, s.failure != nil
+	clientEnd, failed, tooBig := s.clientEnd, s.failure != nil, s.tooBig
 	s.mu.Unlock()
 	switch {
+	case clientEnd && tooBig:
+		// An event larger than hold_bytes before the commit: the
+		// framing closed the socket (1009), a client's mistake like a
+		// hold exceeded.
+		c.rw.outcome = telemetry.OutcomeBadRequest
 	case clientEnd:
 		c.rw.outcome = OutcomeCanceled
 	case failed:

@@ -275,6 +275,13 @@ func (a *rtAttempt) commitSession(held []rtMsg) *classify.HopError {
 	c, s := a.c, a.c.rt
 	s.committed = true
 	s.hop = a
+	// From here on a single event may carry a whole item's audio either
+	// way (conversation.item.create, conversation.item.retrieved): the
+	// hold's and the stream frame's bounds were the gate's. The limit is
+	// the framing's, read as each message begins: both readers' next
+	// message has it.
+	a.conn.SetReadLimit(s.maxEvent)
+	s.client.SetReadLimit(s.maxEvent)
 	c.rw.answered, c.rw.written = true, true
 	c.rw.outcome = c.okOutcome()
 	for _, m := range held {

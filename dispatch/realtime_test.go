@@ -287,36 +287,46 @@ func TestRealtimeHostileClients(t *testing.T) {
 		// before the commit is a bad request, not a failover exhausted
 		// (no channel failed); after the commit the session was served.
 		outcome string
+		// realtime replaces rtConfig's realtime block ("": kept).
+		realtime string
 	}{
-		// why: one event larger than realtime.hold_bytes is refused by the framing (1009).
-		{"oversized frame", "gpt-realtime", func(t *testing.T, c *websocket.Conn) {
+		// why: after the commit, one event larger than realtime.max_event_bytes is refused by the framing (1009).
+		{"oversized event", "gpt-realtime", func(t *testing.T, c *websocket.Conn) {
+			_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"x","pad":"`+strings.Repeat("a", 9000)+`"}`))
+		}, websocket.StatusMessageTooBig, "", "ok", "{hold_bytes: 4096, max_event_bytes: 8192}"},
+		// why: before it, one larger than realtime.hold_bytes could never be held (1009).
+		{"oversized before commit", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
 			_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"x","pad":"`+strings.Repeat("a", 5000)+`"}`))
-		}, websocket.StatusMessageTooBig, "", "ok"},
+		}, websocket.StatusMessageTooBig, "", "bad_request", ""},
 		// why: realtime events are JSON text; binary is a client mistake (1003), said in an error event.
 		{"binary after commit", "gpt-realtime", func(t *testing.T, c *websocket.Conn) {
 			_ = c.Write(t.Context(), websocket.MessageBinary, []byte{0, 1, 2})
-		}, websocket.StatusUnsupportedData, "invalid_event", "ok"},
+		}, websocket.StatusUnsupportedData, "invalid_event", "ok", ""},
 		// why: before the commit, too: nothing of it reaches a channel.
 		{"binary before commit", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
 			_ = c.Write(t.Context(), websocket.MessageBinary, []byte{0, 1, 2})
-		}, websocket.StatusUnsupportedData, "invalid_event", "bad_request"},
+		}, websocket.StatusUnsupportedData, "invalid_event", "bad_request", ""},
 		// why: what a client sends before session.created is held within hold_bytes, no more (1008).
 		{"hold exceeded", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
 			for range 3 {
 				_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"input_audio_buffer.append","audio":"`+strings.Repeat("A", 2000)+`"}`))
 			}
-		}, websocket.StatusPolicyViolation, "realtime_hold_exceeded", "bad_request"},
+		}, websocket.StatusPolicyViolation, "realtime_hold_exceeded", "bad_request", ""},
 		// why: within hold_bytes but over the process's buffer budget (below): shed, retry later (1013).
 		{"budget", "gpt-realtime|rt-slow=1h", func(t *testing.T, c *websocket.Conn) {
 			_ = c.Write(t.Context(), websocket.MessageText, []byte(`{"type":"input_audio_buffer.append","audio":"`+strings.Repeat("A", 2000)+`"}`))
-		}, websocket.StatusTryAgainLater, "engine_overloaded", "shed"},
+		}, websocket.StatusTryAgainLater, "engine_overloaded", "shed", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var o gwtest.Options
 			if tc.name == "budget" {
 				o.Budget = overload.NewBudget(1024)
 			}
-			g := gwtest.NewWith(t, o, strings.NewReplacer(`"A"`, `"`+tc.a+`"`, `"B"`, `"gpt-realtime"`).Replace(rtConfig), "eu", "us")
+			yml := rtConfig
+			if tc.realtime != "" {
+				yml = strings.ReplaceAll(yml, "{hold_bytes: 4096}", tc.realtime)
+			}
+			g := gwtest.NewWith(t, o, strings.NewReplacer(`"A"`, `"`+tc.a+`"`, `"B"`, `"gpt-realtime"`).Replace(yml), "eu", "us")
 			c, resp := dialRealtime(t, g, "voice", nil)
 			defer c.CloseNow()
 			if !strings.Contains(tc.a, "rt-slow") {
@@ -576,5 +586,39 @@ func TestRealtimeAuth(t *testing.T) {
 		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("without a valid key: %v %+v", err, resp)
 		}
+	}
+}
+
+// After the commit a single event may be far larger than the hold or a
+// stream's frame limit: a client's conversation.item.create with seconds
+// of audio, the upstream's conversation.item.retrieved carrying it back.
+// Both pass through (the session is not cut, the breaker counts no
+// failure), bounded by realtime.max_event_bytes instead.
+func TestRealtimeLargeEventsAfterCommit(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime", "gpt-realtime")
+	c, _ := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	c.SetReadLimit(-1)
+	if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+		t.Fatalf("first event %s", ev.Type)
+	}
+	audio := strings.Repeat("QUFB", 3<<18) // 3 MiB of base64: 3 × the engine's frame limit, 768 × hold_bytes
+	sendEvent(t, c, `{"type":"conversation.item.create","item":{"id":"item_big","type":"message","role":"user","content":[{"type":"input_audio","audio":"`+audio+`"}]}}`)
+	if ev, err := readEvent(t, c); err != nil || ev.Type != "conversation.item.created" {
+		t.Fatalf("after a large client event: %+v, %v", ev, err)
+	}
+	sendEvent(t, c, `{"type":"conversation.item.retrieve","item_id":"item_big"}`)
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	_, b, err := c.Read(ctx)
+	if err != nil || !strings.Contains(string(b), `"conversation.item.retrieved"`) || !strings.Contains(string(b), audio) {
+		t.Fatalf("conversation.item.retrieved: %d bytes, %v", len(b), err)
+	}
+	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, func() bool { return g.Engine.RealtimeSessions()["voice"] == 0 }, "the session ended")
+	if n := breakerFailures(g, "eu"); n != 0 {
+		t.Fatalf("the breaker counted %d failures for a healthy session", n)
 	}
 }

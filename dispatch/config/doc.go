@@ -47,7 +47,8 @@
 //	telemetry       mapping        see below
 //	status          mapping        see below
 //	overload        mapping        see below
-//	realtime        mapping        hold_bytes (default 1 MiB, ≥ 1024), max_session (default 60m)
+//	realtime        mapping        hold_bytes (default 1 MiB, ≥ 1024), max_event_bytes (default 16 MiB, ≥ 1024),
+//	                               max_session (default 60m)
 //	policy          mapping        see below (global policy)
 //	channels        list           see below
 //	models          list           required, at least one

@@ -13,37 +13,47 @@ const OpRealtime = "realtime"
 // Realtime bounds realtime sessions (top-level key realtime).
 type Realtime struct {
 	// HoldBytes bounds the client events held before a session commits
-	// (replayed to the committed channel), on the overload budget; it is
-	// also the largest single event either side may send.
+	// (replayed to the committed channel), on the overload budget; before
+	// the commit it is also the largest single client event.
 	HoldBytes int64
+	// MaxEventBytes is the largest single event either side may send
+	// once the session committed (an upstream's first events, before it,
+	// are bounded by the engine's frame limit). OpenAI bounds a client
+	// event at 15 MiB; conversation.item.retrieved carries a whole item's
+	// audio, so the default is larger than one frame of a stream.
+	MaxEventBytes int64
 	// MaxSession bounds one session's life.
 	MaxSession time.Duration
 }
 
 // Defaults of the realtime block.
 const (
-	DefaultRealtimeHoldBytes  = 1 << 20
-	DefaultRealtimeMaxSession = 60 * time.Minute
+	DefaultRealtimeHoldBytes     = 1 << 20
+	DefaultRealtimeMaxEventBytes = 16 << 20
+	DefaultRealtimeMaxSession    = 60 * time.Minute
 )
 
 type rawRealtime struct {
-	holdBytes  val[int64]
-	maxSession val[time.Duration]
+	holdBytes     val[int64]
+	maxEventBytes val[int64]
+	maxSession    val[time.Duration]
 }
 
 func (p *parser) realtime(n *yaml.Node) rawRealtime {
 	var r rawRealtime
 	p.mapping(n, "realtime", fields{
-		"hold_bytes":  func(_, v *yaml.Node) { r.holdBytes = p.integer(v, "hold_bytes in realtime", 1024) },
-		"max_session": func(_, v *yaml.Node) { r.maxSession = p.duration(v, "max_session in realtime", true) },
+		"hold_bytes":      func(_, v *yaml.Node) { r.holdBytes = p.integer(v, "hold_bytes in realtime", 1024) },
+		"max_event_bytes": func(_, v *yaml.Node) { r.maxEventBytes = p.integer(v, "max_event_bytes in realtime", 1024) },
+		"max_session":     func(_, v *yaml.Node) { r.maxSession = p.duration(v, "max_session in realtime", true) },
 	})
 	return r
 }
 
 func (r rawRealtime) resolve() Realtime {
 	return Realtime{
-		HoldBytes:  r.holdBytes.or(DefaultRealtimeHoldBytes),
-		MaxSession: r.maxSession.or(DefaultRealtimeMaxSession),
+		HoldBytes:     r.holdBytes.or(DefaultRealtimeHoldBytes),
+		MaxEventBytes: r.maxEventBytes.or(DefaultRealtimeMaxEventBytes),
+		MaxSession:    r.maxSession.or(DefaultRealtimeMaxSession),
 	}
 }
 

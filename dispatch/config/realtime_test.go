@@ -8,11 +8,11 @@ import (
 // The realtime block's defaults are DESIGN.md §15's (1 MiB held, 60m per
 // session), and its keys reach the resolved Config.
 func TestRealtimeBlock(t *testing.T) {
-	if r := mustParse(t, string(skeleton("", "", "")), env()).Realtime; r.HoldBytes != 1<<20 || r.MaxSession != time.Hour {
+	if r := mustParse(t, string(skeleton("", "", "")), env()).Realtime; r.HoldBytes != 1<<20 || r.MaxEventBytes != 16<<20 || r.MaxSession != time.Hour {
 		t.Errorf("realtime defaults = %+v", r)
 	}
-	r := mustParse(t, string(skeleton("", "", "realtime: {hold_bytes: 4096, max_session: 5m}\n")), env()).Realtime
-	if r.HoldBytes != 4096 || r.MaxSession != 5*time.Minute {
+	r := mustParse(t, string(skeleton("", "", "realtime: {hold_bytes: 4096, max_event_bytes: 65536, max_session: 5m}\n")), env()).Realtime
+	if r.HoldBytes != 4096 || r.MaxEventBytes != 65536 || r.MaxSession != 5*time.Minute {
 		t.Errorf("realtime = %+v", r)
 	}
 	m := mustParse(t, string(skeleton("", "", "    operations: [chat, realtime]\n")), env()).Model("m")
@@ -31,6 +31,8 @@ func TestRealtimeErrors(t *testing.T) {
 	}{
 		// why: a hold below one small event cannot replay anything.
 		{"hold too small", skeleton("", "", "realtime: {hold_bytes: 10}\n"), 7, `hold_bytes in realtime must be at least 1024`},
+		// why: an event limit below one small event would close every session.
+		{"event limit too small", skeleton("", "", "realtime: {max_event_bytes: 100}\n"), 7, `max_event_bytes in realtime must be at least 1024`},
 		// why: a session bounded by 0 would end at once.
 		{"zero max session", skeleton("", "", "realtime: {max_session: 0s}\n"), 7, `max_session in realtime must be greater than 0`},
 		{"unknown key", skeleton("", "", "realtime: {hold: 1}\n"), 7, `unknown key "hold" in realtime`},

@@ -29,7 +29,9 @@ import (
 //
 // A healthy session sends session.created, answers session.update with
 // session.updated, conversation.item.create with conversation.item.created,
-// and response.create with response.created, one
+// conversation.item.retrieve with conversation.item.retrieved carrying
+// the item as it was created (its audio included: the largest event of a
+// session), and response.create with response.created, one
 // response.output_audio_transcript.delta and response.done (id resp_<n>,
 // usage 10 in / 20 out); other client events get no answer.
 
@@ -163,6 +165,7 @@ func (s *Server) serveRealtime(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answered := 0
+	items := map[string]json.RawMessage{}
 	for {
 		typ, b, err := c.Read(ctx)
 		if err != nil {
@@ -175,7 +178,9 @@ func (s *Server) serveRealtime(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		var ev struct {
-			Type string `json:"type"`
+			Type   string          `json:"type"`
+			Item   json.RawMessage `json:"item"`
+			ItemID string          `json:"item_id"`
 		}
 		_ = json.Unmarshal(b, &ev)
 		var out []map[string]any
@@ -183,7 +188,24 @@ func (s *Server) serveRealtime(w http.ResponseWriter, r *http.Request) {
 		case "session.update":
 			out = append(out, map[string]any{"type": "session.updated", "session": map[string]any{"id": id, "type": "realtime", "model": base}})
 		case "conversation.item.create":
-			out = append(out, map[string]any{"type": "conversation.item.created", "item": map[string]any{"id": "item_" + strconv.Itoa(answered), "type": "message"}})
+			var it struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(ev.Item, &it)
+			if it.ID == "" {
+				it.ID = "item_" + strconv.Itoa(answered)
+			}
+			if len(ev.Item) > 0 {
+				items[it.ID] = ev.Item
+			}
+			out = append(out, map[string]any{"type": "conversation.item.created", "item": map[string]any{"id": it.ID, "type": "message"}})
+		case "conversation.item.retrieve":
+			if item, ok := items[ev.ItemID]; ok {
+				out = append(out, map[string]any{"type": "conversation.item.retrieved", "item": item})
+			} else {
+				out = append(out, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error",
+					"code": "item_not_found", "message": "fakeupstream: no item " + strconv.Quote(ev.ItemID)}})
+			}
 		case "response.create":
 			rid := "resp_" + s.opts.Name + "_" + strconv.FormatInt(rtSeq.Add(1), 10)
 			out = append(out,
