@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/hopgate/hopgate/dispatch/classify"
@@ -89,14 +90,36 @@ func (a *rtAttempt) gate() *classify.HopError {
 	up.SetReadLimit(int64(c.e.maxFrame))
 	var held []rtMsg
 	heldN, first := 0, true
+	// The gate's timeout (stream_gate.timeout), armed at the first event
+	// when it is not decisive, as a stream's is at its headers: nothing
+	// decisive in time fails the hop over. Never on_timeout: commit — a
+	// session exists only once the channel said session.created, and
+	// ending the read to commit would close its socket.
+	var gt clockwork.Timer
+	defer func() {
+		if gt != nil {
+			gt.Stop()
+		}
+	}()
 	for {
-		// Cancelling the hop (L4, the walk's stop: the chain deadline,
-		// the client, max_session) ends this read and closes the socket.
+		// Cancelling the hop (L4, the gate's timeout, the walk's stop:
+		// the chain deadline, the client, max_session) ends this read and
+		// closes the socket.
 		typ, b, err := up.Read(a.ctx)
 		if first {
 			first = false
-			if !l4.Stop() || a.ctx.Err() != nil {
+			if !l4.Stop() {
+				// L4 fired, and its cancel may not have run yet: the
+				// hop timed out whatever this read returned (cancelling
+				// again is a no-op when it did, or when something else
+				// ended the hop first).
+				a.cancel(errHeaderTimeout)
+			}
+			if a.ctx.Err() != nil {
 				return a.gateEnded(decide, len(held), heldN)
+			}
+			if t := a.m.Policy.GateTimeout; t > 0 && err == nil {
+				gt = c.e.clock.AfterFunc(t, func() { a.cancel(errGateTimeout) })
 			}
 		}
 		if err != nil {
@@ -114,6 +137,12 @@ func (a *rtAttempt) gate() *classify.HopError {
 		}
 		switch ev.Type {
 		case rtevent.TypeSessionCreated:
+			if gt != nil && !gt.Stop() {
+				// The gate's timeout fired as session.created came: the
+				// hop failed over (its cancel would end the session).
+				a.cancel(errGateTimeout)
+				return a.gateEnded(decide, len(held), heldN)
+			}
 			if !c.rw.claim() {
 				decide(telemetry.GateDiscardError, len(held), heldN)
 				return c.lostCommit()
@@ -334,6 +363,10 @@ func (a *rtAttempt) gateEnded(decide func(string, int, int), frames, n int) *cla
 		decide(telemetry.GateFailoverTimeout, frames, n)
 		return &classify.HopError{Kind: classify.KindHeaderTimeout,
 			Cause: fmt.Errorf("no session.created within the header timeout of %s", a.m.Policy.HeaderTimeout)}
+	case errGateTimeout:
+		decide(telemetry.GateFailoverTimeout, frames, n)
+		return &classify.HopError{Kind: classify.KindGateTimeout,
+			Cause: fmt.Errorf("no session.created within the gate timeout of %s after the first event", a.m.Policy.GateTimeout)}
 	case errChainDeadline:
 		decide(telemetry.GateDiscardClose, frames, n)
 		return &classify.HopError{Kind: classify.KindDeadline, Cause: cause}
@@ -360,6 +393,10 @@ func (a *rtAttempt) sessionStopped(decide func(string, int, int), frames, n int)
 	decide(telemetry.GateDiscardClose, frames, n)
 	return &classify.HopError{Kind: classify.KindCanceled, Cause: cause}
 }
+
+// errGateTimeout ends a realtime hop whose first events held nothing
+// decisive within the model's stream_gate.timeout.
+var errGateTimeout = errors.New("gate timeout: no session.created in time")
 
 // headerTimedOut counts L4 firing on this hop.
 func (a *rtAttempt) headerTimedOut() {

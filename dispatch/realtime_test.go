@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
 	"github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/realtime"
@@ -620,5 +622,101 @@ func TestRealtimeLargeEventsAfterCommit(t *testing.T) {
 	testkit.Eventually(t, func() bool { return g.Engine.RealtimeSessions()["voice"] == 0 }, "the session ended")
 	if n := breakerFailures(g, "eu"); n != 0 {
 		t.Fatalf("the breaker counted %d failures for a healthy session", n)
+	}
+}
+
+// A channel whose first event is not decisive (a relay's keep-alive)
+// and then says nothing fails over at the model's stream_gate.timeout,
+// armed at that first event as a stream's is at its headers: the
+// session is not held until max_session.
+func TestRealtimeGateTimeout(t *testing.T) {
+	yml := strings.ReplaceAll(rtConfig, "policy: {header_timeout: 10s}", "policy: {header_timeout: 10s, stream_gate: {timeout: 5s}}")
+	g := gwtest.New(t, strings.NewReplacer(`"A"`, `"gpt-realtime|rt-stall"`, `"B"`, `"gpt-realtime"`).Replace(yml), "eu", "us")
+	c, resp := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	got := make(chan rtEvent, 1)
+	go func() {
+		ev, _ := readEvent(t, c)
+		got <- ev
+	}()
+	g.WaitArmed(5 * time.Second)
+	g.Clock.Advance(5 * time.Second)
+	if ev := testkit.Recv(t, got, "the first event"); ev.Type != "session.created" {
+		t.Fatalf("first event %+v", ev)
+	}
+	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatal(err)
+	}
+	path, decisions := "", []string{}
+	for _, s := range g.Trace(resp.Header.Get("X-Request-Id")) {
+		for _, a := range s.Attributes {
+			switch string(a.Key) {
+			case telemetry.AttrFailoverPath:
+				path = a.Value.AsString()
+			case telemetry.AttrGateDecision:
+				decisions = append(decisions, a.Value.AsString())
+			}
+		}
+	}
+	if path != "eu:gate_timeout -> us:ok" || !slices.Contains(decisions, telemetry.GateFailoverTimeout) {
+		t.Fatalf("path %q, gate decisions %v", path, decisions)
+	}
+}
+
+// lateL4 is a clock whose header-timeout timer, once fired, runs its
+// function only when release closes: the moment between L4 firing and
+// its cancel reaching the hop, held open.
+type lateL4 struct {
+	*clockwork.FakeClock
+	d       time.Duration
+	release chan struct{}
+}
+
+func (c *lateL4) AfterFunc(d time.Duration, f func()) clockwork.Timer {
+	if d == c.d {
+		return c.FakeClock.AfterFunc(d, func() { <-c.release; f() })
+	}
+	return c.FakeClock.AfterFunc(d, f)
+}
+
+// session.created arriving as L4 fires, before its cancel reached the
+// hop: the hop timed out (header_timeout, the next entry opens the
+// session), not "ok" with no session opened.
+func TestRealtimeHeaderTimeoutRace(t *testing.T) {
+	fc := clockwork.NewFakeClockAt(gwtest.Epoch)
+	clock := &lateL4{FakeClock: fc, d: 10 * time.Second, release: make(chan struct{})}
+	t.Cleanup(func() { close(clock.release) })
+	g := gwtest.NewWith(t, gwtest.Options{Clock: clock, UpstreamClock: fc},
+		strings.NewReplacer(`"A"`, `"gpt-realtime|rt-slow=10s"`, `"B"`, `"gpt-realtime"`).Replace(rtConfig), "eu", "us")
+	c, resp := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	got := make(chan rtEvent, 1)
+	go func() {
+		ev, _ := readEvent(t, c)
+		got <- ev
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	// max_session, L4 and the fake's wait before session.created.
+	if err := fc.BlockUntilContext(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(10 * time.Second) // L4 fires (held) as eu sends session.created
+	if ev := testkit.Recv(t, got, "the first event"); ev.Type != "session.created" {
+		t.Fatalf("first event %+v", ev)
+	}
+	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatal(err)
+	}
+	path := ""
+	for _, s := range g.Trace(resp.Header.Get("X-Request-Id")) {
+		for _, a := range s.Attributes {
+			if string(a.Key) == telemetry.AttrFailoverPath {
+				path = a.Value.AsString()
+			}
+		}
+	}
+	if path != "eu:header_timeout -> us:ok" {
+		t.Fatalf("path %q", path)
 	}
 }

@@ -20,6 +20,8 @@ import (
 //	m|rt-refuse        the upgrade is refused: 503 with Retry-After: 1
 //	m|rt-refuse=429    ... with that status (429 and 503 carry Retry-After: 1)
 //	m|rt-silent        the upgrade is accepted, and nothing is ever sent
+//	m|rt-stall         one event that is not session.created (a relay's
+//	                   keep-alive), then nothing
 //	m|rt-error         an error event first (server_error), then close 1011
 //	m|rt-close         the upgrade is accepted, then closed (1011) at once
 //	m|rt-drop=N        session.created, then the socket is cut (no close
@@ -42,7 +44,7 @@ func realtimePath(p string) bool {
 
 // rtFault is a realtime session's fault.
 type rtFault struct {
-	kind   string // "", refuse, silent, error, drop, slow
+	kind   string // "", refuse, silent, stall, error, close, drop, slow, repeat-done
 	status int
 	n      int
 	delay  time.Duration
@@ -65,7 +67,7 @@ func parseRTFault(model string) (string, rtFault, bool) {
 			}
 			f.status = n
 		}
-	case "rt-silent", "rt-error", "rt-close", "rt-repeat-done":
+	case "rt-silent", "rt-stall", "rt-error", "rt-close", "rt-repeat-done":
 	case "rt-drop":
 		n, err := strconv.Atoi(arg)
 		if err != nil || n < 0 {
@@ -140,6 +142,10 @@ func (s *Server) serveRealtime(w http.ResponseWriter, r *http.Request) {
 	switch f.kind {
 	case "silent":
 		// Reads (and answers pings) until the peer goes, says nothing.
+		<-c.CloseRead(ctx).Done()
+		return
+	case "stall":
+		_ = writeRT(ctx, c, map[string]any{"type": "keepalive", "event_id": "evt_ka"})
 		<-c.CloseRead(ctx).Done()
 		return
 	case "error":
