@@ -246,12 +246,19 @@ func (c *call) end(r *http.Request) Result {
 	return res
 }
 
-// run walks the model's chain, then its opt-in fallbacks.
+// run walks the model's chain, then its opt-in fallbacks that serve the
+// request's operation. A realtime session has none: its 101, sent before
+// the walk, names the model (X-Hopgate-Model), and a session opened on
+// another model would be the silent substitution DESIGN.md §3 forbids.
 func (c *call) run() {
 	models := make([]*config.Model, 0, 1+len(c.req.Model.FallbackModels))
 	models = append(models, c.req.Model)
+	op := c.req.Operation
 	for _, name := range c.req.Model.FallbackModels {
-		if m := c.req.Config.Model(name); m != nil {
+		if op == config.OpRealtime {
+			break
+		}
+		if m := c.req.Config.Model(name); m != nil && m.Serves(op) {
 			models = append(models, m)
 		}
 	}
@@ -271,7 +278,7 @@ func (c *call) run() {
 		}
 		tried += n
 		if last != nil && last.ContextLength() && m.ContextFallback != "" && !contextFallbackUsed {
-			if fb := c.req.Config.Model(m.ContextFallback); fb != nil {
+			if fb := c.req.Config.Model(m.ContextFallback); fb != nil && fb.Serves(op) {
 				// The request does not fit this model: the model itself
 				// named a larger one. Visible in the answer, never silent.
 				contextFallbackUsed = true

@@ -720,3 +720,28 @@ func TestRealtimeHeaderTimeoutRace(t *testing.T) {
 		t.Fatalf("path %q", path)
 	}
 }
+
+// A realtime session never crosses to fallback_models: its 101, sent
+// before the walk, named the requested model, so a session opened on
+// another would be a silent substitution. The client hears why instead.
+func TestRealtimeNoFallbackModels(t *testing.T) {
+	yml := strings.ReplaceAll(rtConfig, "    operations: [realtime]\n", "    operations: [realtime]\n    fallback_models: [voice2]\n") + `
+  - name: voice2
+    operations: [realtime]
+    chain:
+      - {channel: x, upstream_model: gpt-realtime}
+`
+	yml = strings.ReplaceAll(yml, "channels:\n", "channels:\n  - {id: x, base_url: \"{{url:x}}\", api_key_env: CHANNEL_KEY}\n")
+	g := gwtest.New(t, strings.NewReplacer(`"A"`, `"gpt-realtime|rt-refuse"`, `"B"`, `"gpt-realtime|rt-refuse"`).Replace(yml), "eu", "us", "x")
+	c, resp := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	if resp.Header.Get("X-Hopgate-Model") != "voice" {
+		t.Fatalf("X-Hopgate-Model %q", resp.Header.Get("X-Hopgate-Model"))
+	}
+	if ev, err := readEvent(t, c); err != nil || ev.Type != "error" || ev.Error.Code != "all_channels_failed" {
+		t.Fatalf("first event %+v, %v", ev, err)
+	}
+	if n := g.Attempts("x", "gpt-realtime"); n != 0 {
+		t.Fatalf("the fallback model's channel got %d upgrades", n)
+	}
+}

@@ -461,3 +461,36 @@ func refusedCredentialIsRedacted(t *testing.T, pad int, whole bool) {
 		t.Fatal("the request log records the credential")
 	}
 }
+
+// TestFallbackServesTheOperation: an opt-in fallback model that does not
+// serve the request's operation is passed over, as the front door would
+// refuse it if asked by name: a chat request never reaches an embeddings
+// model's channels.
+func TestFallbackServesTheOperation(t *testing.T) {
+	h := gwtest.New(t, `
+auth: {mode: none}
+channels:
+  - {id: a, base_url: "{{url:a}}", api_key_env: CHANNEL_KEY}
+  - {id: b, base_url: "{{url:b}}", api_key_env: CHANNEL_KEY}
+  - {id: c, base_url: "{{url:c}}", api_key_env: CHANNEL_KEY}
+models:
+  - name: m
+    fallback_models: [emb, m2]
+    chain:
+      - {channel: a, upstream_model: "m|503"}
+  - name: emb
+    operations: [embeddings]
+    chain:
+      - {channel: b, upstream_model: emb}
+  - name: m2
+    chain:
+      - {channel: c, upstream_model: m2}
+`, "a", "b", "c")
+	r := h.Post(chat(false))
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Model") != "m2" || r.Header.Get("X-Hopgate-Path") != "a:503 -> c:ok" {
+		t.Fatalf("status %d model %q path %q", r.Status, r.Header.Get("X-Hopgate-Model"), r.Header.Get("X-Hopgate-Path"))
+	}
+	if n := h.Attempts("b", "emb"); n != 0 {
+		t.Fatalf("the embeddings model's channel got %d chat requests", n)
+	}
+}

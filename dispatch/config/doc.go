@@ -239,8 +239,11 @@
 //	operations        list        default [chat]; chat, completions, embeddings, images,
 //	                              audio_speech, audio_transcriptions, responses, realtime
 //	fallback_models   list        default []; other existing models, not itself (opt-in
-//	                              cross-model fallback, visible in the response)
+//	                              cross-model fallback, visible in the response); a request
+//	                              walks only those serving its operation, and a realtime
+//	                              session none (its 101 already named the model)
 //	context_fallback  string      default ""; another existing model used on context_length_exceeded
+//	                              (when it serves the request's operation)
 //	max_tokens_default int ≥ 1    required when the chain has an anthropic, bedrock or vertex
 //	                              channel: sent to them when an OpenAI client gives no max_tokens
 //	                              (Anthropic requires it; never a silently small constant). Such a

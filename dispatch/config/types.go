@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"time"
 
 	"github.com/hopgate/hopgate/internal/money"
@@ -257,3 +258,11 @@ const (
 	AuthNone          = "none"
 	ChainMax          = 3 // ROUTING_CHAIN_MAX
 )
+
+// Serves reports whether m serves operation op (no operations: chat).
+func (m *Model) Serves(op string) bool {
+	if len(m.Operations) == 0 {
+		return op == OpChat
+	}
+	return slices.Contains(m.Operations, op)
+}
