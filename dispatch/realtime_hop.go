@@ -277,6 +277,14 @@ func (a *rtAttempt) relayEnded(err error) *classify.HopError {
 		return nil
 	case why != nil:
 		return nil // said by the reader: the client's close code, or its error event
+	case websocket.CloseStatus(err) == websocket.StatusNormalClosure:
+		// The channel ended the session on purpose (a close frame with
+		// 1000: OpenAI's at its session limit): the client gets the same
+		// close, and the channel did not fail.
+		s.mu.Lock()
+		s.closeCode = websocket.StatusNormalClosure
+		s.mu.Unlock()
+		return nil
 	}
 	return a.interrupted(err)
 }

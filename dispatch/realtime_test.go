@@ -745,3 +745,43 @@ func TestRealtimeNoFallbackModels(t *testing.T) {
 		t.Fatalf("the fallback model's channel got %d upgrades", n)
 	}
 }
+
+// An upstream that ends a committed session on purpose (a close frame
+// with 1000, as OpenAI does at its session limit) closes the client's
+// session the same way: no interrupted error, and no breaker failure, so
+// a wave of sessions reaching the provider's limit together cannot open
+// the channel's breaker.
+func TestRealtimeUpstreamEndsSession(t *testing.T) {
+	g := newRealtime(t, "gpt-realtime|rt-end=1", "gpt-realtime")
+	c, resp := dialRealtime(t, g, "voice", nil)
+	defer c.CloseNow()
+	if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+		t.Fatalf("first event %s", ev.Type)
+	}
+	sendEvent(t, c, `{"type":"response.create"}`)
+	readUntil(t, c, "response.done")
+	sendEvent(t, c, `{"type":"response.create"}`) // the fake ends the session now
+	if code, ev := closeOf(t, c); code != websocket.StatusNormalClosure || ev != "" {
+		t.Fatalf("closed with %v after error event %q; want 1000 and none", code, ev)
+	}
+	testkit.Eventually(t, func() bool { return g.Engine.RealtimeSessions()["voice"] == 0 }, "the session ended")
+	if n := breakerFailures(g, "eu"); n != 0 {
+		t.Fatalf("the breaker counted %d failures for a session the channel ended on purpose", n)
+	}
+	outcome, code := "", int64(-1)
+	for _, sp := range g.Trace(resp.Header.Get("X-Request-Id")) {
+		for _, kv := range sp.Attributes {
+			switch kv.Key {
+			case telemetry.AttrOutcome:
+				if sp.Name == "dispatch voice" {
+					outcome = kv.Value.AsString()
+				}
+			case telemetry.AttrRealtimeCloseCode:
+				code = kv.Value.AsInt64()
+			}
+		}
+	}
+	if outcome != "ok" || code != 1000 {
+		t.Fatalf("outcome %q, close code on the hop %d", outcome, code)
+	}
+}

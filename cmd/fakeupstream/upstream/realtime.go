@@ -26,6 +26,9 @@ import (
 //	m|rt-close         the upgrade is accepted, then closed (1011) at once
 //	m|rt-drop=N        session.created, then the socket is cut (no close
 //	                   frame) after N client events were answered
+//	m|rt-end=N         session.created, then a close frame 1000 (the session
+//	                   ended on purpose, as at OpenAI's session limit) after
+//	                   N client events were answered
 //	m|rt-slow=D        session.created only after D (on the fake's clock)
 //	m|rt-repeat-done   every response.done is sent twice (a replay)
 //
@@ -44,7 +47,7 @@ func realtimePath(p string) bool {
 
 // rtFault is a realtime session's fault.
 type rtFault struct {
-	kind   string // "", refuse, silent, stall, error, close, drop, slow, repeat-done
+	kind   string // "", refuse, silent, stall, error, close, drop, end, slow, repeat-done
 	status int
 	n      int
 	delay  time.Duration
@@ -68,7 +71,7 @@ func parseRTFault(model string) (string, rtFault, bool) {
 			f.status = n
 		}
 	case "rt-silent", "rt-stall", "rt-error", "rt-close", "rt-repeat-done":
-	case "rt-drop":
+	case "rt-drop", "rt-end":
 		n, err := strconv.Atoi(arg)
 		if err != nil || n < 0 {
 			return "", f, false
@@ -179,6 +182,10 @@ func (s *Server) serveRealtime(w http.ResponseWriter, r *http.Request) {
 		}
 		if f.kind == "drop" && answered >= f.n {
 			return // CloseNow: the socket is cut, no close frame
+		}
+		if f.kind == "end" && answered >= f.n {
+			_ = c.Close(websocket.StatusNormalClosure, "session ended")
+			return
 		}
 		if typ != websocket.MessageText {
 			continue
