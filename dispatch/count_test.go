@@ -93,3 +93,29 @@ func TestCountTokensFailsOverWithoutBreakers(t *testing.T) {
 		t.Fatalf("breaker of an: %v after failed counts, want closed", st)
 	}
 }
+
+// TestCountTokensBedrockProfile: an entry whose upstream_model is a
+// cross-region inference profile ("us.anthropic.…", as most Claude models
+// are reached on Bedrock) counts on the profile's foundation model, since
+// CountTokens refuses profile ids with a 400; the message itself still
+// goes to the profile.
+func TestCountTokensBedrockProfile(t *testing.T) {
+	const profile = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+	h := newFamilies(t, map[string]string{"MODEL": profile})
+	r := send(t, h, "/v1/messages/count_tokens", strings.Replace(countPrompt, "%q", `"m-br"`, 1),
+		map[string]string{"anthropic-version": "2023-06-01"})
+	if r.Status != 200 || countOf(t, r.Body) != fakeCount || r.Header.Get("X-Hopgate-Estimated") != "" {
+		t.Fatalf("count: %d %s estimated=%q", r.Status, r.Body, r.Header.Get("X-Hopgate-Estimated"))
+	}
+	if r := send(t, h, "/v1/messages", messagesBody("m-br", false, ""), nil); r.Status != 200 {
+		t.Fatalf("message: %d %s", r.Status, r.Body)
+	}
+	var got []string
+	for _, l := range h.Ups["br"].Log() {
+		got = append(got, l.Path)
+	}
+	want := []string{"/model/anthropic.claude-sonnet-4-5-20250929-v1:0/count-tokens", "/model/" + profile + "/invoke"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("bedrock saw %q, want %q", got, want)
+	}
+}

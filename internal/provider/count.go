@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/hopgate/hopgate/dispatch/config"
 )
@@ -17,12 +18,31 @@ func (u *Upstream) countURL(r *Request) string {
 	base := u.ch.BaseURL
 	switch u.ch.Provider {
 	case config.ProviderBedrock:
-		return base + "/model/" + url.PathEscape(r.Model) + "/count-tokens"
+		return base + "/model/" + url.PathEscape(BedrockCountModel(r.Model)) + "/count-tokens"
 	case config.ProviderVertex:
 		return base + "/v1/projects/" + url.PathEscape(u.ch.Project) + "/locations/" + url.PathEscape(u.ch.Region) +
 			"/publishers/anthropic/models/count-tokens:rawPredict"
 	}
 	return base + "/v1/messages/count_tokens"
+}
+
+// BedrockCountModel is the model id Bedrock's CountTokens takes for an
+// entry's upstream_model: the foundation model of a cross-region
+// inference profile ("us.anthropic.claude-…" → "anthropic.claude-…"),
+// since CountTokens refuses profile ids ("The provided model doesn't
+// support counting tokens", a ValidationException) while a profile and
+// its foundation model share one tokenizer. Any other id (a foundation
+// model, an ARN) is kept.
+func BedrockCountModel(id string) string {
+	geo, rest, ok := strings.Cut(id, ".")
+	if !ok || !strings.HasPrefix(rest, "anthropic.") {
+		return id
+	}
+	switch geo {
+	case "us", "eu", "apac", "global", "us-gov", "jp", "au", "ca":
+		return rest
+	}
+	return id
 }
 
 // bedrockCountMaxTokens is the max_tokens of the InvokeModel body Bedrock's

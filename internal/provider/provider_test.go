@@ -456,3 +456,19 @@ func TestSetHeadersBearerPerChannel(t *testing.T) {
 	})
 	t.Logf("SetHeaders: %.0f allocations", allocs)
 }
+
+func TestBedrockCountModel(t *testing.T) {
+	for in, want := range map[string]string{
+		"us.anthropic.claude-sonnet-4-5-20250929-v1:0":     "anthropic.claude-sonnet-4-5-20250929-v1:0",
+		"global.anthropic.claude-opus-4-5-20251101-v1:0":   "anthropic.claude-opus-4-5-20251101-v1:0",
+		"us-gov.anthropic.claude-3-haiku-20240307-v1:0":    "anthropic.claude-3-haiku-20240307-v1:0",
+		"anthropic.claude-3-5-haiku-20241022-v1:0":         "anthropic.claude-3-5-haiku-20241022-v1:0",
+		"us.meta.llama3-3-70b-instruct-v1:0":               "us.meta.llama3-3-70b-instruct-v1:0",
+		"xx.anthropic.claude-3-5-haiku-20241022-v1:0":      "xx.anthropic.claude-3-5-haiku-20241022-v1:0",
+		"arn:aws:bedrock:us-east-1:1:inference-profile/us": "arn:aws:bedrock:us-east-1:1:inference-profile/us",
+	} {
+		if got := BedrockCountModel(in); got != want {
+			t.Errorf("BedrockCountModel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -57,6 +57,11 @@ func CountOf(m *MessagesRequest) int {
 
 // serveCount answers a count in the dialect's shape.
 func serveCount(ex *exchange) {
+	if ex.dialect == DialectBedrock && bedrockProfileID(ex.model) {
+		// As Bedrock does: CountTokens takes foundation models only.
+		ex.bedrockError(http.StatusBadRequest, "ValidationException", "The provided model doesn't support counting tokens.")
+		return
+	}
 	n := CountOf(ex.msgs)
 	b, _ := json.Marshal(map[string]int{"input_tokens": n})
 	if ex.dialect == DialectBedrock {
@@ -65,4 +70,11 @@ func serveCount(ex *exchange) {
 	ex.w.Header().Set("Content-Type", "application/json")
 	ex.w.WriteHeader(http.StatusOK)
 	_, _ = ex.w.Write(b)
+}
+
+// bedrockProfileID reports a cross-region inference profile id
+// ("us.anthropic.…").
+func bedrockProfileID(id string) bool {
+	geo, rest, ok := strings.Cut(id, ".")
+	return ok && strings.HasPrefix(rest, "anthropic.") && !strings.Contains(geo, ":")
 }
