@@ -141,6 +141,9 @@ func (d *dialect) finalBody(status int, body []byte) []byte {
 	switch {
 	case elevenLabsEntry(d.entry):
 		return translate.ElevenLabsErrorToOpenAI(status, body)
+	case !d.cross && d.anthropicClient() && d.entry.Channel.Provider != config.ProviderAnthropic:
+		// Bedrock's and Vertex's own errors are not Anthropic's shape.
+		return translate.CloudErrorToAnthropic(status, body)
 	case !d.cross:
 		return body
 	case d.anthropicClient():

@@ -555,6 +555,11 @@ func TestBedrockExceptionsDecide(t *testing.T) {
 				if r.Status != 400 || r.Header.Get("X-Hopgate-Path") != "br:400" || !strings.Contains(r.Body, "Malformed input request") {
 					t.Fatalf("status %d path %q, want Bedrock's 400 at once: %s", r.Status, r.Header.Get("X-Hopgate-Path"), r.Body)
 				}
+				// In the client's dialect: a Messages client reads an
+				// Anthropic error, not Bedrock's {"message"}.
+				if client == "anthropic" && !strings.HasPrefix(r.Body, `{"type":"error","error":{"type":"invalid_request_error","message":"Malformed input request`) {
+					t.Fatalf("Bedrock's 400 reached a Messages client as %s", r.Body)
+				}
 			}
 			if n := len(h.Ups["oai"].Log()); n != 0 {
 				t.Fatalf("a ValidationException reached another channel %d times", n)

@@ -436,6 +436,9 @@ func FuzzErrorBodies(f *testing.F) {
 			if out := OpenAIErrorToAnthropic(status, body); !json.Valid(out) {
 				t.Fatalf("OpenAIErrorToAnthropic(%d, %q) = invalid %q", status, body, out)
 			}
+			if out := CloudErrorToAnthropic(status, body); !json.Valid(out) {
+				t.Fatalf("CloudErrorToAnthropic(%d, %q) = invalid %q", status, body, out)
+			}
 		}
 	})
 }

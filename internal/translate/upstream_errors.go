@@ -188,6 +188,37 @@ func AnthropicErrorToOpenAI(status int, body []byte) []byte {
 	return appendChatErrorJSON(nil, openAIType(typ), code, msg)
 }
 
+// CloudErrorToAnthropic renders an Anthropic-family cloud's error body
+// (Bedrock's REST-JSON {"message"}, Google's {"error":{"code","message",
+// "status"}}) in Anthropic's shape, so a Messages client shows its message;
+// a body already in Anthropic's shape (Vertex passes the model's errors
+// through) is returned as it is. The type is the one Anthropic's API
+// answers the status with; the caller keeps the status.
+func CloudErrorToAnthropic(status int, body []byte) []byte {
+	msg, typ, _, _, ok := parseError(body)
+	if ok && typ != "" && bytes.Contains(body, []byte(`"error"`)) && isAnthropicType(typ) {
+		return body
+	}
+	if !ok || msg == "" {
+		msg = bodyText(status, body)
+	}
+	anType := AnthropicErrorType(status)
+	if ContextLengthExceeded(body) {
+		anType = "invalid_request_error"
+	}
+	return appendMessagesErrorJSON(nil, anType, msg)
+}
+
+// isAnthropicType reports an error type of Anthropic's API.
+func isAnthropicType(t string) bool {
+	switch t {
+	case "invalid_request_error", "authentication_error", "billing_error", "permission_error",
+		"not_found_error", "request_too_large", "rate_limit_error", "timeout_error", "api_error", "overloaded_error":
+		return true
+	}
+	return false
+}
+
 // OpenAIErrorToAnthropic renders an OpenAI-family error body in Anthropic's
 // shape {"type":"error","error":{"type","message"}}; the caller keeps the
 // upstream status.

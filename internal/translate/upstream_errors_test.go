@@ -81,6 +81,28 @@ func TestOpenAIErrorToAnthropicGolden(t *testing.T) {
 	golden(t, "errors_tomessages.golden", b.Bytes())
 }
 
+// TestCloudErrorToAnthropicGolden: Bedrock's and Vertex's own error bodies
+// reach a Messages client in Anthropic's shape with their message, and an
+// Anthropic body passes through byte for byte.
+func TestCloudErrorToAnthropicGolden(t *testing.T) {
+	var b bytes.Buffer
+	for _, c := range anthropicErrors {
+		out := CloudErrorToAnthropic(c.status, []byte(c.body))
+		var e anthropic.ErrorResponse
+		if err := json.Unmarshal(out, &e); err != nil || e.Type != "error" || e.Error.Message == "" || e.Error.Type == "" {
+			t.Errorf("%s: not an Anthropic error body (%v): %s", c.name, err, out)
+		}
+		if c.ctx && e.Error.Type != "invalid_request_error" {
+			t.Errorf("%s: a prompt too long is %q", c.name, e.Error.Type)
+		}
+		if bytes.HasPrefix([]byte(c.body), []byte(`{"type":"error"`)) && string(out) != c.body {
+			t.Errorf("%s: an Anthropic body was rewritten: %s", c.name, out)
+		}
+		fmt.Fprintf(&b, "%s %d\n  in  %s\n  out %s\n", c.name, c.status, c.body, out)
+	}
+	golden(t, "errors_cloud_tomessages.golden", b.Bytes())
+}
+
 // The interruption frames are what DESIGN §2 "After commit" names, in each
 // dialect, and parse as each SDK parses stream errors.
 func TestInterruptFrames(t *testing.T) {
