@@ -8,6 +8,7 @@ import (
 
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/translate"
 	"github.com/hopgate/hopgate/telemetry"
 )
 
@@ -42,32 +43,54 @@ func (c *call) degraded(reason string, e *apierror.Error) {
 }
 
 // writeDegradedMessage answers with a marked assistant message, in the
-// shape the client asked for (stream or not).
+// shape the client asked for (stream or not) and in its dialect: a
+// /v1/messages client gets an Anthropic message (its events), built by the
+// same translators as an OpenAI-family channel's answer to it.
 func (c *call) writeDegradedMessage(m *config.Model) {
 	msg := m.Policy.DegradedMessage
 	content, _ := json.Marshal(msg)
 	id := "hopgate-degraded-" + c.requestID
 	created := strconv.FormatInt(c.e.clock.Now().Unix(), 10)
 	model, _ := json.Marshal(m.Name)
+	anthropic := c.req.Events == MessagesEvents
 	h := c.rw.w.Header()
 	if c.req.Stream {
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		c.rw.writeStatus(http.StatusOK)
-		chunk := `data: {"id":"` + id + `","object":"chat.completion.chunk","created":` + created + `,"model":` + string(model) +
-			`,"choices":[{"index":0,"delta":{"role":"assistant","content":` + string(content) + `},"finish_reason":null}]}` + "\n\n"
-		fin := `data: {"id":"` + id + `","object":"chat.completion.chunk","created":` + created + `,"model":` + string(model) +
-			`,"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
-		_ = c.rw.frame([]byte(chunk))
-		_ = c.rw.frame([]byte(fin))
-		_ = c.rw.frame(doneFrame)
+		chunks := [][]byte{
+			[]byte(`{"id":"` + id + `","object":"chat.completion.chunk","created":` + created + `,"model":` + string(model) +
+				`,"choices":[{"index":0,"delta":{"role":"assistant","content":` + string(content) + `},"finish_reason":null}]}`),
+			[]byte(`{"id":"` + id + `","object":"chat.completion.chunk","created":` + created + `,"model":` + string(model) +
+				`,"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`),
+			[]byte("[DONE]"),
+		}
+		var tr *translate.ChatToMessagesStream
+		if anthropic {
+			tr = translate.NewChatToMessagesStream()
+		}
+		for _, data := range chunks {
+			var out []byte
+			if tr != nil {
+				out, _ = tr.Event(nil, "", data)
+			} else {
+				out = append(append([]byte("data: "), data...), "\n\n"...)
+			}
+			_ = c.rw.frame(out)
+		}
 		return
 	}
-	body := `{"id":"` + id + `","object":"chat.completion","created":` + created + `,"model":` + string(model) +
+	body := []byte(`{"id":"` + id + `","object":"chat.completion","created":` + created + `,"model":` + string(model) +
 		`,"choices":[{"index":0,"message":{"role":"assistant","content":` + string(content) + `},"finish_reason":"stop"}],` +
-		`"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}}` + "\n"
+		`"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}}`)
+	if anthropic {
+		if b, _, err := translate.ChatCompletionToMessage(body); err == nil {
+			body = b
+		}
+	}
+	body = append(body, '\n')
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	c.rw.writeStatus(http.StatusOK)
-	_ = c.rw.write([]byte(body))
+	_ = c.rw.write(body)
 }

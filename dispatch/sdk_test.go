@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	oaoption "github.com/openai/openai-go/v3/option"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
 
@@ -191,5 +193,35 @@ func TestImagesAcrossFamilies(t *testing.T) {
 		if r.Status != 400 || !strings.Contains(r.Body, "image_url_not_supported") || len(h.Ups[ch].Log()) != n {
 			t.Fatalf("%s URL image: %d %s (upstream requests %d -> %d)", ch, r.Status, r.Body, n, len(h.Ups[ch].Log()))
 		}
+	}
+}
+
+// TestDegradedMessageInClientDialect: with degraded_reply: {mode: message}
+// an Anthropic client on /v1/messages whose chain is exhausted gets an
+// Anthropic message it can read (text, end_turn), streamed or not, marked
+// X-Hopgate-Degraded: 1; it used to get an OpenAI chat.completion, which
+// the SDK read as an empty message.
+func TestDegradedMessageInClientDialect(t *testing.T) {
+	h := gwtest.New(t, twoChannels("m|503", "m|503", "    policy: {degraded_reply: {mode: message}}\n"), "a", "b")
+	c := anthropicSDK(h)
+	params := anthropic.MessageNewParams{Model: "m", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}
+	var resp *http.Response
+	msg, err := c.Messages.New(t.Context(), params, anoption.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get("X-Hopgate-Degraded") != "1" || msg.Type != "message" || msg.Role != "assistant" ||
+		len(msg.Content) != 1 || msg.Content[0].Text != config.DefaultDegradedMessage || msg.StopReason != "end_turn" {
+		t.Fatalf("degraded=%q message %+v", resp.Header.Get("X-Hopgate-Degraded"), msg)
+	}
+	s := c.Messages.NewStreaming(t.Context(), params, anoption.WithResponseInto(&resp))
+	got, err := accumulateMessage(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get("X-Hopgate-Degraded") != "1" || len(got.Content) != 1 ||
+		got.Content[0].Text != config.DefaultDegradedMessage || got.StopReason != "end_turn" {
+		t.Fatalf("degraded=%q stream %+v", resp.Header.Get("X-Hopgate-Degraded"), got)
 	}
 }
