@@ -35,6 +35,9 @@ type dialect struct {
 	// prompt: the request's input token count, for a translated Anthropic
 	// stream's message_start (nil for every other hop).
 	prompt *promptCount
+	// replay: the hop's translate.ReplayKey when a Responses client asked
+	// for reasoning.encrypted_content ("" otherwise).
+	replay string
 }
 
 // anthropicClient reports a client speaking Anthropic's Messages API.
@@ -170,7 +173,7 @@ func (d *dialect) answerBody(resp *http.Response, b []byte) ([]byte, gate.Info, 
 	case d.cross && d.anthropicClient():
 		return translate.ChatCompletionToMessage(b)
 	case d.cross && d.req.Events == ResponsesEvents:
-		return translate.MessageToResponse(b, d.now().Unix())
+		return translate.MessageToResponse(b, d.now().Unix(), d.replay)
 	case d.cross:
 		return translate.MessageToChatCompletion(b, d.now().Unix())
 	case d.up.Anthropic():
@@ -207,7 +210,9 @@ func (d *dialect) newCodec() codec {
 	case d.anthropicClient():
 		return &toMessagesCodec{t: translate.NewChatToMessagesStream(), prompt: d.prompt}
 	case anthropic && d.req.Events == ResponsesEvents:
-		return &toResponsesCodec{t: translate.NewMessagesToResponsesStream(d.now().Unix())}
+		t := translate.NewMessagesToResponsesStream(d.now().Unix())
+		t.SetReplay(d.replay)
+		return &toResponsesCodec{t: t}
 	case anthropic:
 		return &toChatCodec{t: translate.NewMessagesToChatStream(translate.ChatStreamOptions{
 			IncludeUsage: d.req.Fields.IncludeUsage, Created: d.now().Unix(),

@@ -69,11 +69,15 @@ func cutFrame(req *Request, requestID string, k codec, msg string) []byte {
 // translateResponses translates a Responses request for an Anthropic-family
 // channel.
 func (d *dialect) translateResponses(body []byte, o translate.ToMessagesOptions) ([]byte, error) {
+	key := translate.ReplayKey(d.entry.Channel.ID, d.entry.UpstreamModel)
 	tr, err := translate.ResponsesToMessages(body, translate.ResponsesOptions{
-		ToMessagesOptions: o, Thinking: translate.ThinkingAllowed(d.entry.UpstreamModel),
+		ToMessagesOptions: o, Thinking: translate.ThinkingAllowed(d.entry.UpstreamModel), Replay: key,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if tr.EncryptedReasoning {
+		d.replay = key
 	}
 	d.span.Dropped(tr.Dropped, nil)
 	return tr.Body, nil

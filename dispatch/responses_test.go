@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -326,5 +327,163 @@ func TestResponsesStatefulFeatures(t *testing.T) {
 	}
 	if r := send(t, h, "/v1/responses", `{"model":"claude-first","input":"hi"}`, nil); r.Header.Get("X-Hopgate-Path") != "an:ok" {
 		t.Fatalf("after the skips: %d %q", r.Status, r.Header.Get("X-Hopgate-Path"))
+	}
+}
+
+// thinkingConfig: a Responses model on two Anthropic channels whose
+// fakes sign thinking each with its own key, and one on the second only.
+const thinkingConfig = `
+region: test-1
+auth: {mode: none}
+channels:
+  - {id: an, provider: anthropic, base_url: "{{base:an}}", api_key_env: CHANNEL_KEY, region: r-1}
+  - {id: an2, provider: anthropic, base_url: "{{base:an2}}", api_key_env: CHANNEL_KEY, region: r-2}
+models:
+  - name: think
+    operations: [responses]
+    max_tokens_default: 8192
+    chain:
+      - {channel: an, upstream_model: "c|tokens=4"}
+      - {channel: an2, upstream_model: "c|tokens=4"}
+  - name: think-2
+    operations: [responses]
+    max_tokens_default: 8192
+    chain: [{channel: an2, upstream_model: "c|tokens=4"}]
+`
+
+// asInput is a response's output as the next request's input items, as
+// an agent loop sends them back (store: false).
+func asInput(t *testing.T, out []responses.ResponseOutputItemUnion) responses.ResponseInputParam {
+	t.Helper()
+	var in responses.ResponseInputParam
+	for _, it := range out {
+		switch it.Type {
+		case "reasoning":
+			p := it.AsReasoning().ToParam()
+			in = append(in, responses.ResponseInputItemUnionParam{OfReasoning: &p})
+		case "function_call":
+			p := it.AsFunctionCall().ToParam()
+			in = append(in, responses.ResponseInputItemUnionParam{OfFunctionCall: &p})
+		default:
+			t.Fatalf("unexpected output item %s", it.Type)
+		}
+	}
+	return in
+}
+
+// TestResponsesThinkingToolLoop (DESIGN.md §14): an agent on the Responses
+// API with reasoning on a Claude model, in a tool loop. Anthropic refuses
+// thinking on a request whose tool-loop assistant turn does not start with
+// the signed thinking block the model wrote (the fake refuses it as the
+// API does), and every second turn of such a loop was refused so. With
+// include: ["reasoning.encrypted_content"] the reasoning item carries the
+// block and goes back as it, answer or stream, on the channel that wrote
+// it; a reasoning item without it, or from another channel (a failover),
+// is dropped and the loop goes on without thinking, not a 400.
+func TestResponsesThinkingToolLoop(t *testing.T) {
+	h := gwtest.NewWith(t, familiesOptions(upstream.DefaultAWSSecretAccessKey), thinkingConfig, "an", "an2")
+	c := openaiSDK(h)
+	ctx := t.Context()
+	turn := func(t *testing.T, model string, include, stream bool) (*responses.Response, responses.ResponseNewParams) {
+		t.Helper()
+		for _, ch := range []string{"an", "an2"} {
+			if err := h.Ups[ch].SetFault("c|tokens=4", "tool-calls"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		params := responses.ResponseNewParams{Model: responses.ResponsesModel(model), Tools: []responses.ToolUnionParam{lookupTool},
+			Reasoning: responses.ReasoningParam{Effort: responses.ReasoningEffortMedium},
+			Store:     openai.Bool(false),
+			Input:     responses.ResponseNewParamsInputUnion{OfString: openai.String("look it up")}}
+		if include {
+			params.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
+		}
+		var got *responses.Response
+		if stream {
+			_, got = streamResponse(t, c.Responses.NewStreaming(ctx, params))
+		} else {
+			var err error
+			if got, err = c.Responses.New(ctx, params); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got == nil || len(got.Output) != 2 || got.Output[0].Type != "reasoning" || got.Output[1].Type != "function_call" {
+			t.Fatalf("first turn %+v", got)
+		}
+		if enc := got.Output[0].EncryptedContent; (enc != "") != include {
+			t.Fatalf("include %v, encrypted_content %q", include, enc)
+		}
+		for _, ch := range []string{"an", "an2"} {
+			if err := h.Ups[ch].SetFault("c|tokens=4", ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		call := got.Output[1].AsFunctionCall()
+		in := append(responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage("look it up", responses.EasyInputMessageRoleUser)},
+			asInput(t, got.Output)...)
+		out := responses.ResponseInputItemParamOfFunctionCallOutput("found it")
+		out.OfFunctionCallOutput.CallID = openai.String(call.CallID)
+		in = append(in, out)
+		params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: in}
+		return got, params
+	}
+	// sentLast is the Anthropic request the channel got last.
+	sentLast := func(t *testing.T, ch string) *upstream.MessagesRequest {
+		t.Helper()
+		log := h.Ups[ch].Log()
+		a := log[len(log)-1].Anthropic
+		if a == nil || len(a.Messages) != 3 {
+			t.Fatalf("%s got %+v", ch, a)
+		}
+		return a
+	}
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replayed/stream=%v", stream), func(t *testing.T) {
+			_, params := turn(t, "think", true, stream)
+			var hr *http.Response
+			got, err := c.Responses.New(ctx, params, oaoption.WithResponseInto(&hr))
+			if err != nil || got.OutputText() != upstream.Answer(4) {
+				t.Fatalf("second turn: %+v, %v", got, err)
+			}
+			a := sentLast(t, "an")
+			if !a.ThinkingEnabled() {
+				t.Fatal("thinking was turned off though its block was replayed")
+			}
+			if b := a.Messages[1].Content; len(b) != 2 || b[0].Type != "thinking" || b[0].Thinking != upstream.ThinkingText ||
+				b[0].Signature == "" || b[1].Type != "tool_use" {
+				t.Fatalf("the tool turn went as %+v", b)
+			}
+			if hr.Header.Get("X-Hopgate-Path") != "an:ok" {
+				t.Fatalf("path %q", hr.Header.Get("X-Hopgate-Path"))
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, second string
+		include      bool
+		ch           string
+	}{
+		{"not kept", "think", false, "an"},
+		{"another channel", "think-2", true, "an2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, params := turn(t, "think", tc.include, false)
+			params.Model = responses.ResponsesModel(tc.second)
+			var hr *http.Response
+			got, err := c.Responses.New(ctx, params, oaoption.WithResponseInto(&hr))
+			if err != nil || got.OutputText() != upstream.Answer(4) {
+				t.Fatalf("second turn: %+v, %v", got, err)
+			}
+			a := sentLast(t, tc.ch)
+			if a.ThinkingEnabled() {
+				t.Fatal("thinking stayed on with no block to replay: Anthropic refuses that")
+			}
+			if b := a.Messages[1].Content; len(b) != 1 || b[0].Type != "tool_use" {
+				t.Fatalf("the tool turn went as %+v", b)
+			}
+			if d := droppedOn(t, h, hr.Header.Get("X-Request-Id"), tc.ch); !strings.Contains(d, "input[].reasoning") || !strings.Contains(d, "reasoning") {
+				t.Fatalf("dropped on the hop span: %q", d)
+			}
+		})
 	}
 }

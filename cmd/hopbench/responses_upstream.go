@@ -46,7 +46,7 @@ func responsesAnswers(events [][]byte, message []byte) (frames [][]byte, object 
 	if len(frames) == 0 || !bytes.Contains(frames[len(frames)-1], []byte("response.completed")) {
 		return nil, nil, fmt.Errorf("the translated stream does not end with response.completed")
 	}
-	object, _, err = translate.MessageToResponse(message, responsesCreated)
+	object, _, err = translate.MessageToResponse(message, responsesCreated, "")
 	return frames, object, err
 }
 

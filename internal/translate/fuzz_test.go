@@ -399,7 +399,7 @@ func FuzzResponses(f *testing.F) {
 		for name, translate := range map[string]func([]byte) ([]byte, gate.Info, error){
 			"MessageToChatCompletion": func(b []byte) ([]byte, gate.Info, error) { return MessageToChatCompletion(b, 1) },
 			"ChatCompletionToMessage": ChatCompletionToMessage,
-			"MessageToResponse":       func(b []byte) ([]byte, gate.Info, error) { return MessageToResponse(b, 1) },
+			"MessageToResponse":       func(b []byte) ([]byte, gate.Info, error) { return MessageToResponse(b, 1, "k") },
 		} {
 			out, info, err := translate(body)
 			switch {

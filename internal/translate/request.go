@@ -25,12 +25,18 @@ type Request struct {
 	// express and that were left out or adjusted: record them on the hop's
 	// span.
 	Dropped []string
+	// EncryptedReasoning: a Responses client asked for
+	// include: ["reasoning.encrypted_content"]; its answer's reasoning
+	// items carry their thinking blocks for replay (reasoning.go).
+	EncryptedReasoning bool
 }
 
 // dropped collects the names of dropped fields.
 type dropped map[string]struct{}
 
 func (d dropped) add(name string) { d[name] = struct{}{} }
+
+func (d dropped) remove(name string) { delete(d, name) }
 
 func (d dropped) list() []string {
 	if len(d) == 0 {

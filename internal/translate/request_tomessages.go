@@ -61,6 +61,9 @@ type anBlock struct {
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   any             `json:"content,omitempty"` // tool_result: string or []anBlock
 	IsError   bool            `json:"is_error,omitempty"`
+	// A thinking block replayed to the channel that wrote it (reasoning.go).
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature string  `json:"signature,omitempty"`
 }
 
 type anSource struct {
@@ -673,8 +676,8 @@ func convertResponseFormat(v json.RawMessage, out *anRequest) *Error {
 		return nil
 	case "json_schema":
 		var b bytes.Buffer
-		if isNull(rf.JSONSchema.Schema) || json.Compact(&b, rf.JSONSchema.Schema) != nil {
-			return invalid(CodeInvalidRequest, "response_format.json_schema.schema", "a json_schema response format needs a schema")
+		if isNull(rf.JSONSchema.Schema) || json.Compact(&b, rf.JSONSchema.Schema) != nil || b.Bytes()[0] != '{' {
+			return invalid(CodeInvalidRequest, "response_format.json_schema.schema", "a json_schema response format needs a schema object")
 		}
 		out.OutputConfig = &anOutputConfig{Format: &anOutputFormat{Type: "json_schema", Schema: b.Bytes()}}
 		return nil

@@ -10,11 +10,13 @@ import (
 // MessageToResponse translates an Anthropic message (a non-streaming
 // /v1/messages answer) into an OpenAI Responses object: text blocks become
 // message items, tool_use blocks function_call items, thinking a
-// reasoning item with its text as the summary (signatures never cross);
-// max_tokens makes the response incomplete. created is the caller's clock
-// (Unix seconds). The Info classifies the body for the gate as
+// reasoning item with its text as the summary and, when replay is the
+// hop's ReplayKey (the client asked for reasoning.encrypted_content), the
+// block for replay as its encrypted_content (reasoning.go); max_tokens
+// makes the response incomplete. created is the caller's clock (Unix
+// seconds). The Info classifies the body for the gate as
 // MessageToChatCompletion does.
-func MessageToResponse(body []byte, created int64) ([]byte, gate.Info, error) {
+func MessageToResponse(body []byte, created int64, replay string) ([]byte, gate.Info, error) {
 	var m anMessageIn
 	if err := json.Unmarshal(body, &m); err != nil || bytes.TrimSpace(body)[0] != '{' {
 		return nil, gate.Info{Kind: gate.Malformed}, ErrMalformed
@@ -36,6 +38,7 @@ func MessageToResponse(body []byte, created int64) ([]byte, gate.Info, error) {
 			it.kind, it.text = blockText, []byte(b.Text)
 		case "thinking":
 			it.kind, it.text = blockThinking, []byte(b.Thinking)
+			it.enc = encodeThinking(replay, it.text, []byte(b.Signature))
 		case "tool_use":
 			it.kind, it.callID, it.name, it.text = blockTool, b.ID, b.Name, []byte(compactArgs(b.Input))
 			info.ToolCalls = true

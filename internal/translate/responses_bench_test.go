@@ -115,7 +115,7 @@ func BenchmarkMessageToResponse(b *testing.B) {
 	body := readFileB(b, "response_tochat/tool_use.json")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := MessageToResponse(body, created); err != nil {
+		if _, _, err := MessageToResponse(body, created, ""); err != nil {
 			b.Fatal(err)
 		}
 	}

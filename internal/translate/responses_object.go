@@ -21,6 +21,9 @@ type respItemOut struct {
 	name   string
 	text   []byte
 	done   bool
+	// enc: a reasoning item's encrypted_content (reasoning.go), "" for none.
+	enc string
+	sig []byte // the stream's thinking block's signature so far
 	// The stream's: lit is text as a JSON string once the item is done,
 	// quoted once for the four events that repeat it (nil: quote text);
 	// ref is what every event of the item says after its sequence_number
@@ -80,7 +83,12 @@ func appendItem(dst []byte, it *respItemOut, status string) []byte {
 		if status != "in_progress" {
 			dst = appendSummaryPart(dst, it)
 		}
-		return append(dst, "]}"...)
+		dst = append(dst, ']')
+		if it.enc != "" && status != "in_progress" {
+			dst = append(dst, `,"encrypted_content":`...)
+			dst = jsonscan.AppendQuote(dst, it.enc)
+		}
+		return append(dst, '}')
 	}
 	dst = append(dst, `,"type":"message","status":"`...)
 	dst = append(dst, status...)

@@ -20,6 +20,8 @@ type respItem struct {
 	Name      string          `json:"name"`
 	Arguments string          `json:"arguments"`
 	Output    json.RawMessage `json:"output"`
+	// EncryptedContent: a reasoning item's, hopgate's own (reasoning.go).
+	EncryptedContent string `json:"encrypted_content"`
 }
 
 // respPart is every content part of an input message or a function
@@ -49,6 +51,8 @@ type respTool struct {
 type anRespRequest struct {
 	anRequest
 	Thinking *anThinking `json:"thinking,omitempty"`
+	// The client's sampling, which thinking set aside.
+	temperature, topP *float64
 }
 
 type anThinking struct {
@@ -62,6 +66,9 @@ type anThinking struct {
 type ResponsesOptions struct {
 	ToMessagesOptions
 	Thinking bool
+	// Replay is the hop's ReplayKey: reasoning items hopgate wrote for
+	// this channel and model go back as their thinking blocks.
+	Replay string
 }
 
 // nativeOnlyTools are the Responses API's built-in (hosted) tools: OpenAI
@@ -275,6 +282,11 @@ func ResponsesToMessages(body []byte, opt ResponsesOptions) (Request, error) {
 			textCfg = v
 		case "reasoning":
 			reason = v
+		case "include":
+			// Asks only for more in the answer: reasoning.encrypted_content
+			// is the one an Anthropic model's answer can carry.
+			res.EncryptedReasoning = wantsEncryptedReasoning(v)
+			drop.add(key)
 		case "previous_response_id":
 			prev = v
 		case "conversation":
@@ -292,7 +304,7 @@ func ResponsesToMessages(body []byte, opt ResponsesOptions) (Request, error) {
 			}
 		default:
 			// metadata, user, safety_identifier, prompt_cache_key,
-			// service_tier, truncation, include, top_logprobs,
+			// service_tier, truncation, top_logprobs,
 			// max_tool_calls, stream_options: nothing in the answer
 			// depends on them for an Anthropic model.
 			drop.add(key)
@@ -322,7 +334,7 @@ func ResponsesToMessages(body []byte, opt ResponsesOptions) (Request, error) {
 	if instr != "" {
 		out.System = append(out.System, anBlock{Type: "text", Text: instr})
 	}
-	if err := convertResponsesInput(input, opt.ToMessagesOptions, &out.anRequest, drop); err != nil {
+	if err := convertResponsesInput(input, opt, &out.anRequest, drop); err != nil {
 		return Request{}, err
 	}
 	if err := convertResponsesTools(tools, choice, parallel, &out.anRequest, drop); err != nil {
@@ -332,6 +344,16 @@ func ResponsesToMessages(body []byte, opt ResponsesOptions) (Request, error) {
 		return Request{}, err
 	}
 	convertReasoning(reason, opt.Thinking, &out, drop)
+	if out.Thinking != nil && !thinkingContinues(out.Messages) {
+		// The tool loop's assistant turn has no thinking block to replay
+		// (the client did not keep encrypted_content, or another channel
+		// wrote it): Anthropic refuses thinking on such a request, so the
+		// loop goes on without it.
+		thinkingOff(&out, drop)
+	}
+	if out.Thinking == nil && stripThinking(&out.anRequest) {
+		drop.add("input[].reasoning")
+	}
 	res.IncludeUsage = res.Stream
 	res.Body = marshal(out)
 	res.Dropped = drop.list()
@@ -340,7 +362,8 @@ func ResponsesToMessages(body []byte, opt ResponsesOptions) (Request, error) {
 
 // convertResponsesInput turns "input" (a string, or a list of items) into
 // system blocks and alternating turns.
-func convertResponsesInput(v json.RawMessage, opt ToMessagesOptions, out *anRequest, drop dropped) *Error {
+func convertResponsesInput(v json.RawMessage, ropt ResponsesOptions, out *anRequest, drop dropped) *Error {
+	opt := ropt.ToMessagesOptions
 	if isNull(v) {
 		return invalid(CodeInvalidRequest, "input", "input is required")
 	}
@@ -430,8 +453,15 @@ func convertResponsesInput(v json.RawMessage, opt ToMessagesOptions, out *anRequ
 			}
 			blocks = append(blocks, b)
 		case "reasoning":
-			drop.add("input[].reasoning") // thinking never crosses families
-			continue
+			// Only a thinking block written by this hop's channel and
+			// model goes back; thinking never crosses (reasoning.go).
+			t, sig, ok := decodeThinking(ropt.Replay, it.EncryptedContent)
+			if !ok {
+				drop.add("input[].reasoning")
+				continue
+			}
+			role = "assistant"
+			blocks = append(blocks, anBlock{Type: "thinking", Thinking: &t, Signature: sig})
 		default:
 			return nativeOnlyError(p + ".type")
 		}
@@ -579,6 +609,19 @@ func toolSchema(v json.RawMessage, param string) (json.RawMessage, *Error) {
 	if json.Compact(&b, v) != nil || bytes.TrimSpace(v)[0] != '{' {
 		return nil, invalid(CodeInvalidRequest, param, "parameters must be a JSON Schema object")
 	}
+	// OpenAI takes {} (or a schema without "type") for a function
+	// without parameters; Anthropic's input_schema is an object schema
+	// with its type, as its SDKs always send it.
+	top, err := decodeObject(b.Bytes())
+	if err != nil {
+		return nil, invalid(CodeInvalidRequest, param, "parameters must be a JSON Schema object")
+	}
+	if _, ok := top["type"]; !ok {
+		if len(top) == 0 {
+			return json.RawMessage(`{"type":"object","properties":{}}`), nil
+		}
+		return append([]byte(`{"type":"object",`), b.Bytes()[1:]...), nil
+	}
 	return b.Bytes(), nil
 }
 
@@ -629,8 +672,8 @@ func convertTextFormat(v json.RawMessage, out *anRequest, drop dropped) *Error {
 		return nil
 	case "json_schema":
 		var b bytes.Buffer
-		if isNull(t.Format.Schema) || json.Compact(&b, t.Format.Schema) != nil {
-			return invalid(CodeInvalidRequest, "text.format.schema", "a json_schema text format needs a schema")
+		if isNull(t.Format.Schema) || json.Compact(&b, t.Format.Schema) != nil || b.Bytes()[0] != '{' {
+			return invalid(CodeInvalidRequest, "text.format.schema", "a json_schema text format needs a schema object")
 		}
 		out.OutputConfig = &anOutputConfig{Format: &anOutputFormat{Type: "json_schema", Schema: b.Bytes()}}
 		return nil
@@ -674,6 +717,7 @@ func convertReasoning(v json.RawMessage, allowed bool, out *anRespRequest, drop 
 		return
 	}
 	out.Thinking = &anThinking{Type: "enabled", BudgetTokens: budget}
+	out.temperature, out.topP = out.Temperature, out.TopP
 	if out.Temperature != nil {
 		out.Temperature = nil
 		drop.add("temperature")
@@ -681,5 +725,20 @@ func convertReasoning(v json.RawMessage, allowed bool, out *anRespRequest, drop 
 	if out.TopP != nil {
 		out.TopP = nil
 		drop.add("top_p")
+	}
+}
+
+// thinkingOff undoes convertReasoning's thinking: reasoning is dropped,
+// temperature and top_p are the client's again.
+func thinkingOff(out *anRespRequest, drop dropped) {
+	out.Thinking = nil
+	drop.add("reasoning")
+	if out.temperature != nil {
+		out.Temperature = out.temperature
+		drop.remove("temperature")
+	}
+	if out.topP != nil {
+		out.TopP = out.topP
+		drop.remove("top_p")
 	}
 }

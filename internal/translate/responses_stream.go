@@ -47,6 +47,7 @@ type MessagesToResponsesStream struct {
 	scratch  []byte
 	slow     bool    // tests: never take the fast paths
 	final    anUsage // the usage of the terminal event's response
+	replay   string  // SetReplay's key
 
 	// The first blocks and items of a stream, without an allocation.
 	blockArr [4]respBlockState
@@ -67,6 +68,12 @@ func NewMessagesToResponsesStream(created int64) *MessagesToResponsesStream {
 	s.blocks, s.items = s.blockArr[:0], s.itemArr[:0]
 	return s
 }
+
+// SetReplay makes reasoning items carry their thinking blocks for replay
+// as encrypted_content (reasoning.go): key is the hop's ReplayKey. Call it
+// before the first Event when the client asked for
+// include: ["reasoning.encrypted_content"].
+func (s *MessagesToResponsesStream) SetReplay(key string) { s.replay = key }
 
 // Event translates one upstream event (name is the SSE event name, "" when
 // absent, as from Bedrock), appending the Responses events (possibly none)
@@ -153,7 +160,7 @@ func (s *MessagesToResponsesStream) Event(dst []byte, name string, data []byte) 
 				return s.delta(dst, ev.Index, blockText, []byte(b.Text))
 			}
 		case "thinking":
-			dst = s.openItem(dst, st, respItemOut{kind: blockThinking})
+			dst = s.openItem(dst, st, respItemOut{kind: blockThinking, sig: []byte(b.Signature)})
 			if b.Thinking != "" {
 				return s.delta(dst, ev.Index, blockThinking, []byte(b.Thinking))
 			}
@@ -172,6 +179,12 @@ func (s *MessagesToResponsesStream) Event(dst []byte, name string, data []byte) 
 		}
 		var text string
 		switch d.Type {
+		case "signature_delta":
+			if st := &s.blocks[ev.Index]; st.open && st.kind == blockThinking && s.replay != "" {
+				it := &s.items[st.item]
+				it.sig = append(it.sig, d.Signature...)
+			}
+			return dst, info // not decisive
 		case "text_delta":
 			text = d.Text
 		case "thinking_delta":
@@ -395,6 +408,7 @@ func (s *MessagesToResponsesStream) closeItem(dst []byte, st *respBlockState) []
 		dst = appendTextPart(dst, p)
 		dst = append(dst, "}\n\n"...)
 	case blockThinking:
+		p.enc = encodeThinking(s.replay, p.text, p.sig)
 		dst = s.event(dst, headReasoningDone, p)
 		dst = append(dst, `,"text":`...)
 		dst = append(dst, p.lit...)

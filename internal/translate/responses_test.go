@@ -32,6 +32,12 @@ var toResponsesRequestCases = []struct {
 	{"reasoning", sonnet, nil},
 	// A model without extended thinking: reasoning dropped and named, never sent.
 	{"reasoning_not_allowed", ResponsesOptions{ToMessagesOptions: ToMessagesOptions{Model: "claude-3-5-haiku-20241022"}, Thinking: false}, nil},
+	// A tool loop with thinking: hopgate's own encrypted_content, written at this channel and model, goes back as the signed thinking block first in the assistant turn; include is dropped.
+	{"reasoning_replayed", replayAt(sonnet, "an"), nil},
+	// The same written at another channel (a failover): dropped, and with no block to replay thinking is off for the loop (Anthropic refuses it), temperature the client's again.
+	{"reasoning_replayed_elsewhere", replayAt(sonnet, "an2"), nil},
+	// OpenAI's encrypted_content (or none): the same as another channel's.
+	{"reasoning_loop_unsigned", replayAt(sonnet, "an"), nil},
 	// store: false, background: false and a null previous_response_id are no state to keep.
 	{"store_false_stream", sonnet, nil},
 	// State kept by OpenAI: refused naming the field (the walk skips such entries).
@@ -44,6 +50,11 @@ var toResponsesRequestCases = []struct {
 	{"max_tokens_missing", sonnet, ErrInvalid},
 	// Bedrock and Vertex take no image URL: a clear 400, never a silent drop.
 	{"image_url_base64_only", ResponsesOptions{ToMessagesOptions: bedrock}, ErrInvalid},
+}
+
+func replayAt(o ResponsesOptions, channel string) ResponsesOptions {
+	o.Replay = ReplayKey(channel, o.Model)
+	return o
 }
 
 func withDefault(o ResponsesOptions, n int64) ResponsesOptions {
@@ -168,7 +179,7 @@ var toResponsesAnswers = []struct{ dir, name string }{
 func TestMessageToResponseGolden(t *testing.T) {
 	for _, tc := range toResponsesAnswers {
 		t.Run(tc.name, func(t *testing.T) {
-			body, info, err := MessageToResponse(readFile(t, tc.dir+"/"+tc.name+".json"), created)
+			body, info, err := MessageToResponse(readFile(t, tc.dir+"/"+tc.name+".json"), created, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,7 +266,7 @@ func TestMessagesToResponsesStreamGolden(t *testing.T) {
 				_ = ev.UnmarshalJSON([]byte(`{"type":"message_stop"}`))
 				_ = in.Accumulate(ev)
 			}
-			want, _, err := MessageToResponse(messageJSON(t, in), created)
+			want, _, err := MessageToResponse(messageJSON(t, in), created, "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -62,8 +62,8 @@ var (
 	topFields     = [...]string{"type", "index", "message", "content_block", "delta", "usage", "error"}
 	messageFields = [...]string{"id", "type", "model", "stop_reason", "content", "usage", "error"}
 	usageFields   = [...]string{"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens_details"}
-	blockFields   = [...]string{"type", "text", "thinking", "id", "name", "input"}
-	deltaFields   = [...]string{"type", "text", "partial_json", "thinking", "stop_reason"}
+	blockFields   = [...]string{"type", "text", "thinking", "id", "name", "signature", "input"}
+	deltaFields   = [...]string{"type", "text", "partial_json", "thinking", "stop_reason", "signature"}
 	detailsFields = [...]string{"thinking_tokens"}
 )
 
@@ -246,7 +246,7 @@ func readThinkingTokens(b []byte, i int) (*struct {
 func (st *eventStore) readBlock(b []byte, i int) bool {
 	st.block = anRespIn{}
 	c := &st.block
-	strs := [...]*string{&c.Type, &c.Text, &c.Thinking, &c.ID, &c.Name}
+	strs := [...]*string{&c.Type, &c.Text, &c.Thinking, &c.ID, &c.Name, &c.Signature}
 	return readObject(b, i, blockFields[:], func(k, vs, ve int) bool {
 		v := b[vs:ve]
 		if k < len(strs) {
@@ -262,7 +262,7 @@ func (st *eventStore) readBlock(b []byte, i int) bool {
 func (st *eventStore) readDelta(b []byte, i int) bool {
 	st.delta = anDelta{}
 	d := &st.delta
-	strs := [...]*string{&d.Type, &d.Text, &d.PartialJSON, &d.Thinking, &d.StopReason}
+	strs := [...]*string{&d.Type, &d.Text, &d.PartialJSON, &d.Thinking, &d.StopReason, &d.Signature}
 	return readObject(b, i, deltaFields[:], func(k, vs, ve int) bool {
 		return st.setString(strs[k], b[vs:ve])
 	})

@@ -71,6 +71,7 @@ type anDelta struct {
 	PartialJSON string `json:"partial_json"`
 	Thinking    string `json:"thinking"`
 	StopReason  string `json:"stop_reason"`
+	Signature   string `json:"signature"`
 }
 
 // anUsageIn is message_delta's usage: cumulative counts, each optional (a

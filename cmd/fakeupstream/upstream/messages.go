@@ -318,6 +318,14 @@ func (m *MessagesRequest) check(d Dialect, signer string) string {
 			return msg
 		}
 	}
+	if m.ThinkingEnabled() {
+		if i, typ := m.unthoughtToolTurn(); i >= 0 {
+			return fmt.Sprintf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. "+
+				"When `thinking` is enabled, a final `assistant` message must start with a thinking block "+
+				"(preceeding the lastmost set of `tool_use` and `tool_result` blocks). "+
+				"We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`.", i, typ)
+		}
+	}
 	if last := m.Messages[len(m.Messages)-1]; last.Role == "assistant" && len(last.Content) > 0 {
 		if b := last.Content[len(last.Content)-1]; b.Type == "text" && strings.TrimRight(b.Text, " \t\r\n") != b.Text {
 			return "messages: final assistant content cannot end with trailing whitespace"
@@ -506,4 +514,45 @@ func headerBetas(h []string) []string {
 		}
 	}
 	return out
+}
+
+// unthoughtToolTurn is, with thinking on, the assistant message the API
+// refuses and its first block's type: in a request that ends in a tool
+// loop (its last message is tool results only), the first assistant
+// message since the user last spoke must start with the thinking block
+// the model wrote; -1 when there is none to refuse.
+func (m *MessagesRequest) unthoughtToolTurn() (int, string) {
+	results := func(c []ContentBlock) bool {
+		for _, b := range c {
+			if b.Type != "tool_result" {
+				return false
+			}
+		}
+		return len(c) > 0
+	}
+	n := len(m.Messages)
+	if n == 0 || m.Messages[n-1].Role != "user" || !results(m.Messages[n-1].Content) {
+		return -1, ""
+	}
+	first := -1
+	for i := n - 1; i >= 0; i-- {
+		t := &m.Messages[i]
+		if t.Role == "assistant" {
+			first = i
+		} else if !results(t.Content) {
+			break
+		}
+	}
+	if first < 0 {
+		return -1, ""
+	}
+	c := m.Messages[first].Content
+	if len(c) > 0 && (c[0].Type == "thinking" || c[0].Type == "redacted_thinking") {
+		return -1, ""
+	}
+	typ := ""
+	if len(c) > 0 {
+		typ = c[0].Type
+	}
+	return first, typ
 }
