@@ -289,6 +289,15 @@ func (s *session) clientGone(c *call, err error) {
 	}
 	s.clientEnd, s.closeCode = true, websocket.CloseStatus(err)
 	s.tooBig = errors.Is(err, websocket.ErrMessageTooBig)
+	if s.closeCode < 0 {
+		// No close frame came: the library closed for an event above
+		// the read limit with 1009, or the socket dropped, which
+		// RFC 6455 §7.1.5 reports as 1006.
+		s.closeCode = websocket.StatusAbnormalClosure
+		if s.tooBig {
+			s.closeCode = websocket.StatusMessageTooBig
+		}
+	}
 	s.mu.Unlock()
 	s.stopBy(c, errClientGone)
 }

@@ -453,21 +453,34 @@ func TestRealtimeMaxSessionAndClientClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Recv(t, ended, "the session's end")
-	var hopOutcome, closeCode string
-	for _, s := range g.Trace(resp.Header.Get("X-Request-Id")) {
-		if strings.HasPrefix(s.Name, "realtime ") {
-			for _, a := range s.Attributes {
-				switch string(a.Key) {
-				case telemetry.AttrHopOutcome:
-					hopOutcome = a.Value.Emit()
-				case telemetry.AttrRealtimeCloseCode:
-					closeCode = a.Value.Emit()
+	hopEnd := func(resp *http.Response) (hopOutcome, closeCode string) {
+		for _, s := range g.Trace(resp.Header.Get("X-Request-Id")) {
+			if strings.HasPrefix(s.Name, "realtime ") {
+				for _, a := range s.Attributes {
+					switch string(a.Key) {
+					case telemetry.AttrHopOutcome:
+						hopOutcome = a.Value.Emit()
+					case telemetry.AttrRealtimeCloseCode:
+						closeCode = a.Value.Emit()
+					}
 				}
 			}
 		}
+		return hopOutcome, closeCode
 	}
-	if hopOutcome != telemetry.HopOK || closeCode != "1000" {
+	if hopOutcome, closeCode := hopEnd(resp); hopOutcome != telemetry.HopOK || closeCode != "1000" {
 		t.Fatalf("hop outcome %q close code %q", hopOutcome, closeCode)
+	}
+
+	// A client whose socket drops without a close frame: the span says
+	// 1006 (it said nothing), and the hop is still the channel's success.
+	ended = g.SpanEnds("dispatch voice")
+	c3, resp := dialRealtime(t, g, "voice", nil)
+	readEvent(t, c3)
+	_ = c3.CloseNow()
+	testkit.Recv(t, ended, "the session's end")
+	if hopOutcome, closeCode := hopEnd(resp); hopOutcome != telemetry.HopOK || closeCode != "1006" {
+		t.Fatalf("dropped client: hop outcome %q close code %q", hopOutcome, closeCode)
 	}
 }
 
