@@ -465,7 +465,8 @@ func refusedCredentialIsRedacted(t *testing.T, pad int, whole bool) {
 // TestFallbackServesTheOperation: an opt-in fallback model that does not
 // serve the request's operation is passed over, as the front door would
 // refuse it if asked by name: a chat request never reaches an embeddings
-// model's channels.
+// model's channels. (A fallback serving none of the model's operations
+// does not load; this one serves the model's embeddings.)
 func TestFallbackServesTheOperation(t *testing.T) {
 	h := gwtest.New(t, `
 auth: {mode: none}
@@ -475,6 +476,7 @@ channels:
   - {id: c, base_url: "{{url:c}}", api_key_env: CHANNEL_KEY}
 models:
   - name: m
+    operations: [chat, embeddings]
     fallback_models: [emb, m2]
     chain:
       - {channel: a, upstream_model: "m|503"}

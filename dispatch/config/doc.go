@@ -239,9 +239,10 @@
 //	operations        list        default [chat]; chat, completions, embeddings, images,
 //	                              audio_speech, audio_transcriptions, responses, realtime
 //	fallback_models   list        default []; other existing models, not itself (opt-in
-//	                              cross-model fallback, visible in the response); a request
-//	                              walks only those serving its operation, and a realtime
-//	                              session none (its 101 already named the model)
+//	                              cross-model fallback, visible in the response), each serving
+//	                              at least one of the model's operations; a request walks only
+//	                              those serving its operation, and a realtime session none
+//	                              (its 101 already named the model)
 //	context_fallback  string      default ""; another existing model used on context_length_exceeded
 //	                              (when it serves the request's operation)
 //	max_tokens_default int ≥ 1    required when the chain has an anthropic, bedrock or vertex

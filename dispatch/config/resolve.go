@@ -492,6 +492,11 @@ func (p *parser) fallbacks(c *Config, m *Model, rm *rawModel) {
 			p.errorf(fb.node, "fallback_models of %s names unknown model %q", ctx, fb.v)
 		case seen[fb.v]:
 			p.errorf(fb.node, "fallback_models of %s names %q twice", ctx, fb.v)
+		case !servesAny(c.models[fb.v], m):
+			// The walk takes only the fallbacks that serve the request's
+			// operation: this one would never be asked.
+			p.errorf(fb.node, "fallback_models of %s names %q, which serves none of its operations (%s; it serves %s): add them to its operations or drop it",
+				ctx, fb.v, strings.Join(ops(m), ", "), strings.Join(ops(c.models[fb.v]), ", "))
 		default:
 			seen[fb.v] = true
 			m.FallbackModels = append(m.FallbackModels, fb.v)
@@ -506,6 +511,24 @@ func (p *parser) fallbacks(c *Config, m *Model, rm *rawModel) {
 		p.errorf(cf.node, "context_fallback of %s names unknown model %q", ctx, cf.v)
 		m.ContextFallback = ""
 	}
+}
+
+// ops are the operations m serves.
+func ops(m *Model) []string {
+	if len(m.Operations) == 0 {
+		return []string{OpChat}
+	}
+	return m.Operations
+}
+
+// servesAny reports whether fb serves one of m's operations.
+func servesAny(fb, m *Model) bool {
+	for _, op := range ops(m) {
+		if fb.Serves(op) {
+			return true
+		}
+	}
+	return false
 }
 
 // hasKey reports whether mapping n has key, used to avoid a "missing key"
