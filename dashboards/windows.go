@@ -16,8 +16,9 @@ import (
 // stated it, so on-call sees a window filling before its 429s — the
 // post-mortem's incident. /admin shows the same row (dispatch/admin).
 
-// Window colours: yellow from 70 % (as the overload tile), red from the
-// early-warning demotion default (90 %).
+// Window colours: yellow from 70 % (as the overload tile), red from 90 %,
+// just before early warning's default demotion (ratelimit_utilization
+// 0.95, earlywarning.DefaultRateLimit).
 const (
 	windowWarnShare = 0.7
 	windowFullShare = 0.9
@@ -37,7 +38,7 @@ func windowTile() *stat.PanelBuilder {
 		Title("$" + VarChannel + " window").
 		Description("How full this channel's rate-limit windows are, per kind (requests, tokens, input_tokens, output_tokens), " +
 			"as the provider's last answer stated them (x-ratelimit-* and anthropic-ratelimit-* headers): 1 − remaining/limit, fullest gateway instance. " +
-			"Yellow from 70 %, red from 90 %: early warning's default ratelimit_utilization, where the channel is demoted (tried last in its chains) until the window resets. " +
+			"Yellow from 70 %, red from 90 %; with early warning on, the channel is demoted (tried last in its chains) from ratelimit_utilization (0.95 by default) until the window resets. " +
 			"The reset time is " + telemetry.MetricChannelRateLimitReset + "; /admin shows it on the same row. " +
 			"n/a: the channel's answers state no window.").
 		GridPos(grid(0, 22, 4, 4)).

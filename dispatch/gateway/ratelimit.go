@@ -13,6 +13,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch/admin"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/ratelimit"
+	"github.com/hopgate/hopgate/telemetry"
 )
 
 // startLimiter sets the tenant limiter up (DESIGN §16) on the gateway's
@@ -43,7 +44,9 @@ func (g *Gateway) startLimiter(ctx context.Context, cfg *config.Config, clock cl
 	if g.store != nil {
 		stored = g.refreshLimits(ctx, cfg.Store.KeyRefresh, clock)
 	}
-	g.tel.Metrics.ObserveRateLimitWindows(g.engine.WindowObservations)
+	g.tel.Metrics.ObserveRateLimitWindows(func() []telemetry.WindowObservation {
+		return liveWindows(g.engine.WindowObservations(), clock.Now())
+	})
 	g.api.SetLimiter(ratelimit.New(ratelimit.Options{Counter: counter, Clock: clock, Stored: stored, Telemetry: g.tel, Logger: g.log}))
 	if len(rl.Tenants) > 0 || rl.Store == config.RateLimitRedis {
 		g.log.Info("tenant limits", slog.String("store", rl.Store), slog.Int("limits", len(rl.Tenants)),
@@ -138,4 +141,18 @@ func (g *Gateway) tenantLimits(ctx context.Context, tenant string) []admin.Limit
 		}
 	}
 	return admin.LimitsInForce(g.api.Config(), tenant, stored)
+}
+
+// liveWindows drops the windows whose stated reset has passed: their
+// count is history until the channel's next answer states a new one, and
+// a gauge still at 92 % would keep a demoted channel's tile red long after
+// its window emptied (/admin greys the same tile, "reset since").
+func liveWindows(obs []telemetry.WindowObservation, now time.Time) []telemetry.WindowObservation {
+	out := obs[:0]
+	for _, o := range obs {
+		if o.ResetAt.IsZero() || now.Before(o.ResetAt) {
+			out = append(out, o)
+		}
+	}
+	return out
 }

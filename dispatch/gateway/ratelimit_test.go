@@ -178,7 +178,8 @@ func TestStoredTenantLimits(t *testing.T) {
 // Why: every upstream answer's rate-limit headers are read, failed ones
 // too: a channel answering 503 with 90 of 100 requests used exports
 // utilization 0.9 and its reset time; the channel that served exports its
-// own (Anthropic's spelling here).
+// own (Anthropic's spelling here); a window whose stated reset has passed
+// leaves the gauge.
 func TestChannelWindowsExported(t *testing.T) {
 	wrap := func(h map[string]string) func(http.Handler) http.Handler {
 		return func(next http.Handler) http.Handler {
@@ -193,7 +194,10 @@ func TestChannelWindowsExported(t *testing.T) {
 	g := gwtest.Start(t, gwtest.Options{Wrap: map[string]func(http.Handler) http.Handler{
 		"a": wrap(map[string]string{"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "10", "x-ratelimit-reset-requests": "6m0s"}),
 		"b": wrap(map[string]string{"anthropic-ratelimit-tokens-limit": "1000", "anthropic-ratelimit-tokens-remaining": "750",
-			"anthropic-ratelimit-tokens-reset": "2030-01-01T00:00:00Z"}),
+			"anthropic-ratelimit-tokens-reset": "2030-01-01T00:00:00Z",
+			// A window that reset long ago: history, not on the gauge.
+			"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "1",
+			"anthropic-ratelimit-requests-reset": "2020-01-01T00:00:00Z"}),
 	}}, relTwo("m|503", ""), "a", "b")
 	if r := g.Post(relChat); r.Status != 200 {
 		t.Fatalf("status %d %s", r.Status, r.Body)
@@ -208,6 +212,9 @@ func TestChannelWindowsExported(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+	if strings.Contains(m, `channel="b",kind="requests"`) {
+		t.Error("a window whose stated reset has passed is still on the gauge")
 	}
 	if t.Failed() {
 		for _, l := range strings.Split(m, "\n") {
