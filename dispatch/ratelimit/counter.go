@@ -51,9 +51,27 @@ type State struct {
 type Verdict struct {
 	// Allowed: every cell took its units. Otherwise none did.
 	Allowed bool
-	// Denied is the index of the first cell over its limit (not Allowed).
+	// Denied is the index of the refused cell the request waits longest
+	// for (not Allowed): one that can never fit, else the longest
+	// RetryAfter, since the admission is all or none. The other cells'
+	// States are their windows without this request.
 	Denied int
 	States [MaxCells]State
+}
+
+// refuse marks cell i refused with state st, keeping the longest wait.
+func (v *Verdict) refuse(i int, st State) {
+	if v.Allowed || longerWait(st, v.States[v.Denied]) {
+		v.Allowed, v.Denied = false, i
+	}
+}
+
+// longerWait: a waits longer than b (never fitting is longest).
+func longerWait(a, b State) bool {
+	if a.TooLarge != b.TooLarge {
+		return a.TooLarge
+	}
+	return a.RetryAfter > b.RetryAfter
 }
 
 // Counter keeps the cells' windows. Take admits a request on every cell

@@ -34,16 +34,23 @@ func (m *Memory) Take(_ context.Context, now time.Time, cells []Cell) (Verdict, 
 	defer m.mu.Unlock()
 	m.sweep(t)
 	v.Allowed = true
+	var fits [MaxCells]bool
 	for i, c := range cells {
 		n, ok, st := take(m.tat[key(c)], t, c.N, c.Limit)
-		next[i], v.States[i] = n, st
-		if !ok && v.Allowed {
-			v.Allowed, v.Denied = false, i
+		next[i], v.States[i], fits[i] = n, st, ok
+		if !ok {
+			v.refuse(i, st)
 		}
 	}
 	if v.Allowed {
 		for i, c := range cells {
 			m.tat[key(c)] = next[i]
+		}
+		return v, nil
+	}
+	for i, c := range cells {
+		if fits[i] { // nothing was taken: the window as it is
+			v.States[i] = state(max(m.tat[key(c)], t), t, c.Limit)
 		}
 	}
 	return v, nil

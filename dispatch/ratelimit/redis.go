@@ -122,16 +122,28 @@ func (r *Redis) Take(ctx context.Context, now time.Time, cells []Cell) (Verdict,
 	// The states for the headers, from the tats the script read, with the
 	// same arithmetic (the script's verdict is the one that counts).
 	v := Verdict{Allowed: allowed == 1}
-	first := true
+	var tats [MaxCells]int64
+	var fits [MaxCells]bool
 	for i, c := range cells {
 		tat, _ := res[i+1].(int64)
-		_, ok, st := take(tat*1000, us*1000, c.N, c.Limit)
-		v.States[i] = st
-		if !v.Allowed && !ok && first {
-			v.Denied, first = i, false
+		tats[i] = tat * 1000
+		_, fits[i], v.States[i] = take(tats[i], us*1000, c.N, c.Limit)
+	}
+	if v.Allowed {
+		return v, nil
+	}
+	refused := false
+	for i := range cells {
+		if !fits[i] && (!refused || longerWait(v.States[i], v.States[v.Denied])) {
+			v.Denied, refused = i, true
 		}
 	}
-	if !v.Allowed && first {
+	for i, c := range cells {
+		if fits[i] { // nothing was taken: the window as it is
+			v.States[i] = state(max(tats[i], us*1000), us*1000, c.Limit)
+		}
+	}
+	if !refused {
 		// Rounding put the verdicts apart: the script refused, say the
 		// tightest cell.
 		for i := range cells {

@@ -138,3 +138,41 @@ func TestRedisGoneAndBack(t *testing.T) {
 		t.Fatalf("limits after the restart: %+v", a)
 	}
 }
+
+// Why: admission is all or none, so a request refused by two limits
+// waits for the slower: Retry-After is the longest wait of the refused
+// cells (it was the first's, and a client retrying then was refused
+// again), and the limits it did not break say their window without it.
+func TestRefusalWaitsForTheLongest(t *testing.T) {
+	srv := redistest.New(t)
+	cfg := limitsConfig(t, `rate_limits:
+  tenants:
+    - {tenant: acme, rpm: 10, tpm: 1000}
+    - {tenant: acme, model: m, tpm: 100}
+`)
+	for name, counter := range map[string]Counter{"memory": NewMemory(), "redis": redisCounter(t, srv)} {
+		t.Run(name, func(t *testing.T) {
+			clk := clockwork.NewFakeClockAt(t0)
+			l := New(Options{Clock: clk, Counter: counter, CallTimeout: time.Second})
+			ctx := context.Background()
+			for _, s := range []struct {
+				model  string
+				tokens int64
+			}{{"n", 900}, {"m", 60}} {
+				if a := l.Admit(ctx, cfg, "acme", s.model, s.tokens); a.Refused {
+					t.Fatalf("%s %d refused: %+v", s.model, s.tokens, a)
+				}
+			}
+			// 95 more: the tenant's 1000 tpm frees 55 in 3.3s, the
+			// model's 100 tpm in 33s.
+			a := l.Admit(ctx, cfg, "acme", "m", 95)
+			if !a.Refused || a.Cell.Model != "m" || a.Cell.Kind != Tokens ||
+				a.State.RetryAfter.Round(time.Millisecond) != 33*time.Second {
+				t.Fatalf("refusal %+v (cell %+v), want the model's 33s", a.State, a.Cell)
+			}
+			if w := a.Windows[Requests]; !a.Has[Requests] || w.Remaining != 8 {
+				t.Fatalf("requests window %+v: the refused request took none of 10, 2 used", w)
+			}
+		})
+	}
+}
