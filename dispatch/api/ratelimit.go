@@ -27,12 +27,22 @@ func (s *Server) SetLimiter(l *ratelimit.Limiter) { s.limiter.Store(l) }
 //
 //go:noinline
 func (s *Server) limit(w http.ResponseWriter, r *http.Request, req *dispatch.Request) (*ratelimit.Ticket, bool) {
+	if s.limiter.Load() == nil || req.Tenant == "" {
+		return nil, true
+	}
+	est := wallet.Reserved(req.Model, reservationSizing(req))
+	return s.limitTokens(w, r, req, est.Input+est.Output)
+}
+
+// limitTokens is limit with the tokens to reserve given: a realtime
+// session reserves none and is charged its responses' usage as they end
+// (Ticket.Charge).
+func (s *Server) limitTokens(w http.ResponseWriter, r *http.Request, req *dispatch.Request, tokens int64) (*ratelimit.Ticket, bool) {
 	l := s.limiter.Load()
 	if l == nil || req.Tenant == "" {
 		return nil, true
 	}
-	est := wallet.Reserved(req.Model, reservationSizing(req))
-	a := l.Admit(r.Context(), req.Config, req.Tenant, req.Model.Name, est.Input+est.Output)
+	a := l.Admit(r.Context(), req.Config, req.Tenant, req.Model.Name, tokens)
 	if !a.Refused {
 		return a.Ticket, true
 	}

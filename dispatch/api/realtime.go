@@ -12,6 +12,7 @@ import (
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/dispatch/ratelimit"
 	"github.com/hopgate/hopgate/dispatch/wallet"
 )
 
@@ -112,7 +113,8 @@ func (s *Server) openRealtime(w http.ResponseWriter, r *http.Request) *rtExchang
 type rtExchange struct {
 	s        *Server
 	req      *dispatch.Request
-	ses      *wallet.Session // nil: not charged
+	ses      *wallet.Session   // nil: not charged
+	ticket   *ratelimit.Ticket // nil: no tenant limit applies
 	rt       dispatch.Realtime
 	entered  bool
 	stream   bool
@@ -170,11 +172,28 @@ func (s *Server) startRealtime(w http.ResponseWriter, r *http.Request) *rtExchan
 	}
 	x.stream = true
 	x.req = &dispatch.Request{Config: cfg, Model: m, Operation: config.OpRealtime, Path: "/realtime", Tenant: tenant}
+	// A session is one request of its tenant's rpm; its tokens reach the
+	// tpm as each response ends (DESIGN.md §16), nothing reserved up front.
+	t, admitted := s.limitTokens(w, r, x.req, 0)
+	if !admitted {
+		return nil
+	}
+	x.ticket = t
 	ses, reserved := s.reserveSession(w, r, x.req)
 	if !reserved {
 		return nil
 	}
 	x.ses = ses
+	if t != nil {
+		cctx := context.WithoutCancel(r.Context())
+		charge := x.req.OnResponseDone
+		x.req.OnResponseDone = func(d dispatch.ResponseDone) {
+			if charge != nil {
+				charge(d)
+			}
+			t.Charge(cctx, d.InputTokens+d.OutputTokens)
+		}
+	}
 	x.rt = s.engine.StartRealtime(w, r, x.req)
 	ok = true
 	return x
@@ -189,6 +208,7 @@ func (x *rtExchange) finish() {
 	r := x.rt.Request()
 	s, m := x.s, x.req.Model
 	x.ses.Close(context.WithoutCancel(r.Context()))
+	x.ticket.Settle(r.Context(), 0) // its tokens were charged as they came
 	s.status.Record(m.Name, res.Outcome)
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "realtime session",
 		slog.String("path", r.URL.Path), slog.String("model", m.Name), slog.String("served_model", res.ServedModel),
@@ -203,6 +223,7 @@ func (x *rtExchange) release() {
 		return
 	}
 	x.released = true
+	x.ticket.Release(context.Background()) // refused after admission: given back
 	x.ses.Guard()
 	if x.stream {
 		x.s.adm.CloseStream()

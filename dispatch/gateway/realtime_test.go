@@ -120,3 +120,73 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// Why (DESIGN.md §16): a tenant's limits hold for realtime sessions too:
+// each session is one request of its rpm, and each response's usage
+// reaches its tpm as the response ends, so a tenant over its tokens is
+// refused the next session with 429 at the handshake (it was never
+// limited: sessions were a way around every limit).
+func TestRealtimeTenantLimits(t *testing.T) {
+	yml := strings.Replace(realtimeYAML, "auth: {mode: none}",
+		"auth:\n  keys:\n    - {id: team-a, sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}\n"+
+			"rate_limits:\n  tenants:\n    - {tenant: team-a, rpm: 5, tpm: 40}", 1)
+	yml = strings.Replace(yml, "store: {driver: sqlite, path: \":memory:\"}\n", "", 1) // no wallets
+	g := gwtest.Start(t, gwtest.Options{}, yml, "eu", "us")
+	opts := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer test"}}}
+	session := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+		defer cancel()
+		c, _, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model=voice", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		read := func(want string) {
+			for {
+				_, b, err := c.Read(ctx)
+				if err != nil {
+					t.Fatalf("reading for %s: %v", want, err)
+				}
+				if strings.Contains(string(b), `"type":"`+want+`"`) {
+					return
+				}
+			}
+		}
+		read("session.created")
+		if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create"}`)); err != nil {
+			t.Fatal(err)
+		}
+		read("response.done") // 30 tokens
+		if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	session()
+	session() // 30 of 40 used when it opened
+	// Both sessions ended (their responses were charged as they ended).
+	testkit.Eventually(t, func() bool {
+		resp, err := http.Get(g.AdminURL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		m, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(m), `hopgate_realtime_session_duration_seconds_count{model="voice",region=""} 2`)
+	}, "both sessions ended")
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model=voice", opts)
+	if err == nil {
+		c.CloseNow()
+		t.Fatal("a third session opened over the tenant's 40 tokens per minute (60 used)")
+	}
+	if resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third session: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), "rate_limit_exceeded") || !strings.Contains(string(b), "40 tokens per minute") ||
+		resp.Header.Get("Retry-After") == "" || resp.Header.Get("X-Ratelimit-Remaining-Requests") != "3" {
+		t.Fatalf("refusal %v %s", resp.Header, b)
+	}
+}

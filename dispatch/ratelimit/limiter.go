@@ -192,6 +192,16 @@ func (t *Ticket) Settle(ctx context.Context, tokens int64) {
 	t.adjust(ctx, max(tokens, 0)-t.reserved, false)
 }
 
+// Charge takes tokens on top of what the ticket holds, as a realtime
+// session reports them (each response.done), before its Settle. Nil-safe;
+// nothing after Settle or Release.
+func (t *Ticket) Charge(ctx context.Context, tokens int64) {
+	if t == nil || t.done || tokens <= 0 {
+		return
+	}
+	t.adjust(ctx, tokens, false)
+}
+
 // Release gives everything back: the request was refused after admission
 // (the wallet said no) and nothing was sent upstream.
 func (t *Ticket) Release(ctx context.Context) {

@@ -206,3 +206,29 @@ func TestStoredLimits(t *testing.T) {
 		t.Fatal("beta's stored rpm 1 did not apply")
 	}
 }
+
+// Why: a realtime session is charged its tokens as its responses end, on
+// top of what it reserved; nothing is charged after it settled.
+func TestTicketCharges(t *testing.T) {
+	cfg := limitsConfig(t, `rate_limits:
+  tenants:
+    - {tenant: acme, tpm: 100}
+`)
+	clk := clockwork.NewFakeClockAt(t0)
+	l := New(Options{Clock: clk})
+	ctx := context.Background()
+	a := l.Admit(ctx, cfg, "acme", "m", 0)
+	if a.Refused || a.Ticket == nil {
+		t.Fatalf("admission %+v", a)
+	}
+	a.Ticket.Charge(ctx, 30)
+	a.Ticket.Charge(ctx, 30)
+	a.Ticket.Settle(ctx, 0)
+	a.Ticket.Charge(ctx, 1000) // settled: nothing
+	if b := l.Admit(ctx, cfg, "acme", "m", 40); b.Refused || b.Windows[Tokens].Remaining != 0 {
+		t.Fatalf("60 charged, 40 more: %+v", b)
+	}
+	if b := l.Admit(ctx, cfg, "acme", "m", 1); !b.Refused {
+		t.Fatal("the window held more than its 100 tokens")
+	}
+}
