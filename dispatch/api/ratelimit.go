@@ -69,6 +69,10 @@ func (s *Server) limitTokens(w http.ResponseWriter, r *http.Request, req *dispat
 		strconv.FormatInt(a.State.Limit-a.State.Remaining, 10) + ", requested " + strconv.FormatInt(a.Cell.N, 10)
 	if a.State.TooLarge {
 		msg += "; this request alone is larger than the limit (its tokens are estimated from the body and max_tokens): lower max_tokens"
+		// No wait makes it fit: the OpenAI and Anthropic SDKs read this
+		// and do not retry (they retry a 429 otherwise, honouring
+		// Retry-After up to a minute each time).
+		w.Header().Set("X-Should-Retry", "false")
 	} else {
 		msg += "; retry after " + retryText(a.State.RetryAfter)
 	}

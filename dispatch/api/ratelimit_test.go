@@ -148,8 +148,13 @@ func TestTenantTPMLimitSettles(t *testing.T) {
 	if resp.StatusCode != 429 || e == nil || e["type"] != "tokens" || !strings.Contains(e["message"].(string), "larger than the limit") {
 		t.Fatalf("too large: %d %v", resp.StatusCode, m)
 	}
-	if resp.Header.Get("X-Ratelimit-Limit-Tokens") != "1000" || resp.Header.Get("X-Ratelimit-Limit-Requests") != "" {
+	if resp.Header.Get("X-Ratelimit-Limit-Tokens") != "1000" || resp.Header.Get("X-Ratelimit-Limit-Requests") != "" ||
+		resp.Header.Get("X-Should-Retry") != "false" {
 		t.Fatalf("headers %v", resp.Header)
+	}
+	// A request that only has to wait may be retried.
+	if resp, _ := do(t, gw, "POST", "/v1/chat/completions", clientKey, probe); resp.StatusCode != 429 || resp.Header.Get("X-Should-Retry") != "" {
+		t.Fatalf("probe again: %d %v", resp.StatusCode, resp.Header)
 	}
 }
 
