@@ -24,7 +24,10 @@ import (
 // one behind admits fewer. Intervals are rounded up to the microsecond
 // (a 1e9 tpm limit is 0.06 µs per token: a request of 1 token counts as
 // up to 17). A settle that cannot reach Redis is lost: the window errs by
-// that request's estimate for one window. Nothing else is approximate.
+// that request's estimate for one window; so does a Take whose answer
+// timed out after the script ran (its units stay taken, though the
+// caller's on_store_error served the request unsettled or refused it).
+// Nothing else is approximate.
 type Redis struct {
 	client redis.UniversalClient
 	prefix string
