@@ -119,3 +119,17 @@ func TestCountTokensBedrockProfile(t *testing.T) {
 		t.Fatalf("bedrock saw %q, want %q", got, want)
 	}
 }
+
+// TestCountTokensBedrockThinking: Claude Code counts a history holding
+// thinking blocks with thinking on; Bedrock validates the InvokeModel body
+// it wraps, where max_tokens must exceed the budget (the fake refuses as
+// Bedrock does), so the wrapped body's max_tokens is one above it.
+func TestCountTokensBedrockThinking(t *testing.T) {
+	h := newFamilies(t, nil)
+	body := strings.Replace(countPrompt, "%q", `"m-br"`, 1)
+	body = strings.TrimSuffix(body, "}") + `,"thinking":{"type":"enabled","budget_tokens":1024}}`
+	r := send(t, h, "/v1/messages/count_tokens", body, map[string]string{"anthropic-version": "2023-06-01"})
+	if r.Status != 200 || r.Header.Get("X-Hopgate-Estimated") != "" {
+		t.Fatalf("count: %d %s estimated=%q", r.Status, r.Body, r.Header.Get("X-Hopgate-Estimated"))
+	}
+}

@@ -48,7 +48,8 @@ func BedrockCountModel(id string) string {
 // bedrockCountMaxTokens is the max_tokens of the InvokeModel body Bedrock's
 // CountTokens wraps when the client's count_tokens body has none (it never
 // has: the field is not part of that API), since Bedrock validates the
-// wrapped body as an InvokeModel request. It does not change the count.
+// wrapped body as an InvokeModel request (with thinking, one above its
+// budget). It does not change the count.
 const bedrockCountMaxTokens = 1
 
 // prepareCount adapts a count_tokens body: Vertex keeps the model in the
@@ -73,7 +74,17 @@ func (u *Upstream) prepareCount(body []byte, r *Request) ([]byte, []string, erro
 		top["anthropic_version"] = json.RawMessage(`"` + BedrockVersion + `"`)
 	}
 	if _, ok := top["max_tokens"]; !ok {
-		top["max_tokens"] = json.RawMessage(fmt.Sprint(bedrockCountMaxTokens))
+		n := int64(bedrockCountMaxTokens)
+		// With thinking (Claude Code counts a history holding thinking
+		// blocks with it on), InvokeModel wants max_tokens above the
+		// budget.
+		var th struct {
+			BudgetTokens int64 `json:"budget_tokens"`
+		}
+		if v, ok := top["thinking"]; ok && json.Unmarshal(v, &th) == nil && th.BudgetTokens >= n {
+			n = th.BudgetTokens + 1
+		}
+		top["max_tokens"] = json.RawMessage(fmt.Sprint(n))
 	}
 	if len(betas) > 0 {
 		b, _ := json.Marshal(betas)

@@ -62,6 +62,12 @@ func serveCount(ex *exchange) {
 		ex.bedrockError(http.StatusBadRequest, "ValidationException", "The provided model doesn't support counting tokens.")
 		return
 	}
+	if m := ex.msgs; ex.dialect == DialectBedrock && m.ThinkingEnabled() && m.MaxTokens <= m.Thinking.BudgetTokens {
+		// Bedrock validates the wrapped body as an InvokeModel request.
+		ex.bedrockError(http.StatusBadRequest, "ValidationException",
+			"The model returned the following errors: `max_tokens` must be greater than `thinking.budget_tokens`.")
+		return
+	}
 	n := CountOf(ex.msgs)
 	b, _ := json.Marshal(map[string]int{"input_tokens": n})
 	if ex.dialect == DialectBedrock {
