@@ -234,11 +234,15 @@ func putRTBuf(b *[]byte) {
 	}
 }
 
-// toClient writes one channel event to the client (false: the client is
-// gone, and the channel is closed), and passes a response.done to the
-// ledger.
+// toClient passes a response.done to the ledger and writes one channel
+// event to the client (false: the client is gone, and the channel is
+// closed). The charge comes first: the channel billed the response
+// whether or not its last event reaches a client that just hung up.
 func (a *rtAttempt) toClient(typ websocket.MessageType, b []byte) bool {
 	s := a.c.rt
+	if typ == websocket.MessageText && bytes.Contains(b, responseDoneMarker) {
+		a.responseDone(b)
+	}
 	if s.client.Write(s.writes, typ, b) != nil {
 		s.mu.Lock()
 		s.clientEnd = true
@@ -247,9 +251,6 @@ func (a *rtAttempt) toClient(typ websocket.MessageType, b []byte) bool {
 		return false
 	}
 	a.out++
-	if typ == websocket.MessageText && bytes.Contains(b, responseDoneMarker) {
-		a.responseDone(b)
-	}
 	return true
 }
 
