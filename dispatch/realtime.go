@@ -435,7 +435,7 @@ func (s *session) end(c *call) {
 		// cannot hold the session's end.
 		ctx, cancel := context.WithCancel(context.Background())
 		t := c.e.clock.AfterFunc(finalWrite, cancel)
-		_ = s.client.Write(ctx, websocket.MessageText, errorEvent(*failure))
+		_ = s.client.Write(ctx, websocket.MessageText, errorEvent(c.requestID, *failure))
 		t.Stop()
 		cancel()
 		reason = failure.Code
@@ -468,11 +468,12 @@ type rtError struct {
 }
 
 // errorEvent is an OpenAI Realtime `error` event.
-func errorEvent(e rtError) []byte {
+func errorEvent(requestID string, e rtError) []byte {
 	b, _ := json.Marshal(struct {
-		Type  string  `json:"type"`
-		Error rtError `json:"error"`
-	}{"error", e})
+		EventID string  `json:"event_id"` // every server event has one (openai-go requires it)
+		Type    string  `json:"type"`
+		Error   rtError `json:"error"`
+	}{"event_hopgate_" + requestID, "error", e})
 	return b
 }
 

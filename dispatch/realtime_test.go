@@ -61,8 +61,9 @@ func dialRealtime(t *testing.T, g *gwtest.Gateway, model string, opts *websocket
 }
 
 type rtEvent struct {
-	Type  string `json:"type"`
-	Error struct {
+	EventID string `json:"event_id"`
+	Type    string `json:"type"`
+	Error   struct {
 		Code, Message string
 	} `json:"error"`
 	Response struct {
@@ -751,7 +752,9 @@ func TestRealtimeNoFallbackModels(t *testing.T) {
 	if resp.Header.Get("X-Hopgate-Model") != "voice" {
 		t.Fatalf("X-Hopgate-Model %q", resp.Header.Get("X-Hopgate-Model"))
 	}
-	if ev, err := readEvent(t, c); err != nil || ev.Type != "error" || ev.Error.Code != "all_channels_failed" {
+	// hopgate's own error event has its event_id, as every server event
+	// (openai-go's RealtimeErrorEvent requires one).
+	if ev, err := readEvent(t, c); err != nil || ev.Type != "error" || ev.Error.Code != "all_channels_failed" || !strings.HasPrefix(ev.EventID, "event_") {
 		t.Fatalf("first event %+v, %v", ev, err)
 	}
 	if n := g.Attempts("x", "gpt-realtime"); n != 0 {
