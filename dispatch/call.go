@@ -378,6 +378,14 @@ func (c *call) tryChannel(m *config.Model, entry config.Entry, br *breaker.Break
 		err := c.hop(m, entry, try)
 		if err == errStreamOpen {
 			// The hop's result reaches the breaker when the stream ends.
+			if c.req.Operation == config.OpRealtime && ticket.Trial() && !ticket.Forced() {
+				// A session lasts minutes: as the half-open trial it would
+				// hold the channel's only slot (every other request
+				// skipped) until it ends. Its open answers the trial; its
+				// end still reports, on a ticket that holds no slot.
+				br.Done(ticket, breaker.Success)
+				ticket = br.ForceTrial()
+			}
 			c.ans.br, c.ans.ticket = br, ticket
 			return err
 		}

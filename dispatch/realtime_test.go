@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/realtime"
 
 	"github.com/hopgate/hopgate/dispatch/overload"
+	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/internal/testkit"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
@@ -799,5 +800,54 @@ func TestRealtimeUpstreamEndsSession(t *testing.T) {
 	}
 	if outcome != "ok" || code != 1000 {
 		t.Fatalf("outcome %q, close code on the hop %d", outcome, code)
+	}
+}
+
+// A session that opens as a half-open channel's trial answers the trial
+// when it opens: a session lasts minutes, and held to its end the trial
+// slot would keep every other request off the recovered channel. Its end
+// still reaches the breaker (a drop would reopen it).
+func TestRealtimeTrialAnsweredAtOpen(t *testing.T) {
+	yml := strings.Replace(rtConfig, "region: eu-west-1}", "region: eu-west-1, breaker: {mode: count, window: 5m, failures: 1, cooldown: 60s}}", 1)
+	g := gwtest.New(t, strings.NewReplacer(`"A"`, `"gpt-realtime"`, `"B"`, `"gpt-realtime"`).Replace(yml), "eu", "us")
+	state := func() breaker.State {
+		for _, br := range g.Engine.Breakers().All() {
+			if s := br.Snapshot(); s.Name == "eu" {
+				return s.State
+			}
+		}
+		t.Fatal("no breaker for eu")
+		return 0
+	}
+	c0, _ := dialRealtime(t, g, "voice", nil) // the breaker is made on first use
+	if ev, _ := readEvent(t, c0); ev.Type != "session.created" {
+		t.Fatalf("first session: %s", ev.Type)
+	}
+	c0.CloseNow()
+	testkit.Eventually(t, func() bool { return g.Engine.RealtimeSessions()["voice"] == 0 }, "the first session ended")
+	for _, br := range g.Engine.Breakers().All() {
+		if br.Name() == "eu" {
+			tk, _ := br.Allow()
+			br.Done(tk, breaker.Failure) // one failure opens it (failures: 1)
+		}
+	}
+	if s := state(); s != breaker.Open {
+		t.Fatalf("eu's breaker is %v after its failure", s)
+	}
+	g.Clock.Advance(61 * time.Second) // past the cooldown: the next session is eu's trial
+	c1, _ := dialRealtime(t, g, "voice", nil)
+	defer c1.CloseNow()
+	if ev, _ := readEvent(t, c1); ev.Type != "session.created" {
+		t.Fatalf("trial session: %s", ev.Type)
+	}
+	testkit.Eventually(t, func() bool { return state() == breaker.Closed }, "the trial session's open closes eu's breaker")
+	before := g.Attempts("eu", "gpt-realtime")
+	c2, _ := dialRealtime(t, g, "voice", nil)
+	defer c2.CloseNow()
+	if ev, _ := readEvent(t, c2); ev.Type != "session.created" {
+		t.Fatalf("second session: %s", ev.Type)
+	}
+	if n := g.Attempts("eu", "gpt-realtime"); n != before+1 {
+		t.Fatalf("the session beside the open trial was not sent to eu (%d upgrades, %d before)", n, before)
 	}
 }
