@@ -99,11 +99,11 @@ type Engine struct {
 	providers  provider.Options
 	// streams are the committed streams being passed on (shutdown.go).
 	streams openStreams
+	// live are the open realtime sessions (realtime.go: Sessions).
+	live Sessions
 	// windows are the channels' rate-limit windows (windows.go).
 	windows channelWindows
-	// Realtime sessions (realtime.go): open ones per model, and the
-	// client that dials their upstreams.
-	sessions sync.Map // model name -> *sessionCount
+	// The client that dials realtime upstreams (realtime.go).
 	rtOnce   sync.Once
 	rtClient *http.Client
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/hopgate/hopgate/dispatch/apierror"
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/overload"
@@ -157,7 +158,8 @@ func (e *Engine) StartRealtime(w http.ResponseWriter, r *http.Request, req *Requ
 		return Realtime{c, r}
 	}
 	e.tel.Metrics.RealtimeOpened(r.Context(), req.Model.Name)
-	e.sessionOpened(req.Model.Name, 1)
+	e.live.opened(req.Model.Name, 1)
+	e.live.add(c)
 	c.run()
 	done = true
 	return Realtime{c, r}
@@ -205,9 +207,10 @@ func (rt Realtime) End() Result {
 		rt.Relay() // its caller did not
 	}
 	s.end(c)
+	c.e.live.remove(c)
 	res := c.end(r)
 	model := c.req.Model.Name
-	c.e.sessionOpened(model, -1)
+	c.e.live.opened(model, -1)
 	c.e.tel.Metrics.RealtimeClosed(r.Context(), model, res.Outcome, c.e.clock.Since(s.opened))
 	return res
 }
@@ -380,6 +383,110 @@ func (s *session) expire(c *call) {
 	s.closeUp(errMaxSession)
 }
 
+// shutdown ends the session for the gateway's shutdown (Sessions.End):
+// the walk stops, or the committed channel is closed; the client gets the
+// error event gateway_shutting_down and 1012 (service restart), which
+// tells it to reconnect, to another replica.
+func (s *session) shutdown(c *call) {
+	s.fail(rtError{Type: "server_error", Code: apierror.CodeShuttingDown,
+		Message: "the gateway is shutting down: open a new session"}, websocket.StatusServiceRestart)
+	s.mu.Lock()
+	if s.over {
+		s.mu.Unlock()
+		return
+	}
+	live := s.live
+	if live {
+		s.readers.Add(1)
+	}
+	s.mu.Unlock()
+	if !live {
+		c.stop.cancel(errShuttingDown)
+		return
+	}
+	defer s.readers.Done()
+	s.closeUp(errShuttingDown)
+}
+
+// Sessions are the engine's open realtime sessions: counted per model,
+// and listed, because the server's Shutdown does not wait for hijacked
+// connections: without End a deploy would drop every voice session with a
+// bare 1006.
+type Sessions struct {
+	counts  sync.Map // model name -> *sessionCount
+	mu      sync.Mutex
+	calls   map[*call]struct{}
+	closing bool
+	idle    chan struct{} // closed when calls empties while a wait waits
+}
+
+// Sessions are the engine's open realtime sessions.
+func (e *Engine) Sessions() *Sessions { return &e.live }
+
+func (l *Sessions) add(c *call) {
+	l.mu.Lock()
+	if l.calls == nil {
+		l.calls = map[*call]struct{}{}
+	}
+	l.calls[c] = struct{}{}
+	closing := l.closing
+	l.mu.Unlock()
+	if closing {
+		c.rt.shutdown(c)
+	}
+}
+
+func (l *Sessions) remove(c *call) {
+	l.mu.Lock()
+	delete(l.calls, c)
+	if len(l.calls) == 0 && l.idle != nil {
+		close(l.idle)
+		l.idle = nil
+	}
+	l.mu.Unlock()
+}
+
+// wait returns once no session is open, or ctx ends.
+func (l *Sessions) wait(ctx context.Context) {
+	l.mu.Lock()
+	if len(l.calls) == 0 {
+		l.mu.Unlock()
+		return
+	}
+	if l.idle == nil {
+		l.idle = make(chan struct{})
+	}
+	idle := l.idle
+	l.mu.Unlock()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
+}
+
+// Wait returns once no realtime session is open, or ctx ends (a
+// shutdown's drain).
+func (l *Sessions) Wait(ctx context.Context) { l.wait(ctx) }
+
+// End ends every open realtime session, and every one opened from then
+// on, with the error event gateway_shutting_down and close 1012 (service
+// restart); it waits for those to end, or ctx, and returns how many it
+// ended.
+func (l *Sessions) End(ctx context.Context) int {
+	l.mu.Lock()
+	l.closing = true
+	cut := make([]*call, 0, len(l.calls))
+	for c := range l.calls {
+		cut = append(cut, c)
+	}
+	l.mu.Unlock()
+	for _, c := range cut {
+		c.rt.shutdown(c)
+	}
+	l.wait(ctx)
+	return len(cut)
+}
+
 // closeUp closes the committed channel's socket with a close frame, once,
 // for why: the handler's read of it gets the channel's answer (or the
 // close handshake reads it itself once the handler stopped reading).
@@ -545,17 +652,17 @@ func (s *session) failLocked(e rtError, code websocket.StatusCode) {
 	}
 }
 
-// sessionOpened counts open sessions per model (the on-call and status
-// pages' count).
-func (e *Engine) sessionOpened(model string, delta int64) {
-	v, _ := e.sessions.LoadOrStore(model, new(sessionCount))
+// opened counts open sessions per model (the on-call and status pages'
+// count).
+func (l *Sessions) opened(model string, delta int64) {
+	v, _ := l.counts.LoadOrStore(model, new(sessionCount))
 	v.(*sessionCount).n.Add(delta)
 }
 
-// RealtimeSessions is the number of open realtime sessions per model.
-func (e *Engine) RealtimeSessions() map[string]int64 {
+// Open is the number of open realtime sessions per model.
+func (l *Sessions) Open() map[string]int64 {
 	out := map[string]int64{}
-	e.sessions.Range(func(k, v any) bool {
+	l.counts.Range(func(k, v any) bool {
 		if n := v.(*sessionCount).n.Load(); n > 0 {
 			out[k.(string)] = n
 		}

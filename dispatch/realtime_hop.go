@@ -294,7 +294,7 @@ func (a *rtAttempt) relayEnded(err error) *classify.HopError {
 // max_session, the hold), not the channel's.
 func isSessionStop(why error) bool {
 	switch why {
-	case errClientGone, errBinaryFromUser, errMaxSession, errHoldExceeded, errHoldBudget:
+	case errClientGone, errBinaryFromUser, errMaxSession, errHoldExceeded, errHoldBudget, errShuttingDown:
 		return true
 	}
 	return false

@@ -15,8 +15,8 @@ import (
 	oaoption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/realtime"
 
-	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/dispatch/breaker"
+	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/testkit"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 	"github.com/hopgate/hopgate/telemetry"
@@ -634,7 +634,7 @@ func TestRealtimeLargeEventsAfterCommit(t *testing.T) {
 	if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, func() bool { return g.Engine.RealtimeSessions()["voice"] == 0 }, "the session ended")
+	testkit.Eventually(t, func() bool { return g.Engine.Sessions().Open()["voice"] == 0 }, "the session ended")
 	if n := breakerFailures(g, "eu"); n != 0 {
 		t.Fatalf("the breaker counted %d failures for a healthy session", n)
 	}
@@ -781,7 +781,7 @@ func TestRealtimeUpstreamEndsSession(t *testing.T) {
 	if code, ev := closeOf(t, c); code != websocket.StatusNormalClosure || ev != "" {
 		t.Fatalf("closed with %v after error event %q; want 1000 and none", code, ev)
 	}
-	testkit.Eventually(t, func() bool { return g.Engine.RealtimeSessions()["voice"] == 0 }, "the session ended")
+	testkit.Eventually(t, func() bool { return g.Engine.Sessions().Open()["voice"] == 0 }, "the session ended")
 	if n := breakerFailures(g, "eu"); n != 0 {
 		t.Fatalf("the breaker counted %d failures for a session the channel ended on purpose", n)
 	}
@@ -824,7 +824,7 @@ func TestRealtimeTrialAnsweredAtOpen(t *testing.T) {
 		t.Fatalf("first session: %s", ev.Type)
 	}
 	c0.CloseNow()
-	testkit.Eventually(t, func() bool { return g.Engine.RealtimeSessions()["voice"] == 0 }, "the first session ended")
+	testkit.Eventually(t, func() bool { return g.Engine.Sessions().Open()["voice"] == 0 }, "the first session ended")
 	for _, br := range g.Engine.Breakers().All() {
 		if br.Name() == "eu" {
 			tk, _ := br.Allow()

@@ -160,7 +160,7 @@ func (s *Server) oncall() oncallView {
 		v.Failovers = append(v.Failovers, r)
 	}
 
-	sessions := s.Engine.RealtimeSessions()
+	sessions := s.Engine.Sessions().Open()
 	for _, m := range cfg.Models {
 		r := chainRow{Model: m.Name, Profile: m.Policy.Profile, HeaderTimeout: offOr(m.Policy.HeaderTimeout),
 			ChainDeadline: offOr(m.Policy.ChainDeadline), StreamIdle: offOr(m.Policy.StreamIdleTimeout),

@@ -313,7 +313,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 // connections are refused, in-flight requests and streams get up to
 // DrainTimeout to finish; streams still open then end with the in-band
 // gateway_shutting_down frame (at most StreamCutWait more), and remaining
-// connections are closed. The
+// connections are closed. Realtime sessions (hijacked: the server does not
+// wait for them) get the same drain, then the error event
+// gateway_shutting_down and close 1012. The
 // wallet then waits (at most wallet.DefaultCloseWait) for the handlers of
 // the requests so cut to settle their charges before the store closes.
 // Spans are flushed last.
@@ -327,6 +329,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		g.cutStreams(ctx)
 		_ = g.main.Close()
 	}
+	g.endSessions(dctx, ctx)
 	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer acancel()
 	_ = g.adm.Shutdown(actx)

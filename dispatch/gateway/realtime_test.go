@@ -190,3 +190,34 @@ func TestRealtimeTenantLimits(t *testing.T) {
 		t.Fatalf("refusal %v %s", resp.Header, b)
 	}
 }
+
+// Why: the server's Shutdown does not wait for hijacked connections, so a
+// deploy dropped every voice session with a bare 1006 (and closed the
+// wallet under them). A session still open when the drain ends gets the
+// error event gateway_shutting_down and close 1012 (service restart),
+// which tells its client to reconnect, to another replica.
+func TestRealtimeSessionsEndAtShutdown(t *testing.T) {
+	g := gwtest.Start(t, gwtest.Options{DrainTimeout: time.Nanosecond}, realtimeYAML, "eu", "us")
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model=voice", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), `"session.created"`) {
+		t.Fatalf("first event %s, %v", b, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Shutdown(ctx) }()
+	_, b, err := c.Read(ctx)
+	if err != nil || !strings.Contains(string(b), `"type":"error"`) || !strings.Contains(string(b), `"code":"gateway_shutting_down"`) {
+		t.Fatalf("at shutdown the session got %s, %v", b, err)
+	}
+	if _, _, err := c.Read(ctx); websocket.CloseStatus(err) != websocket.StatusServiceRestart {
+		t.Fatalf("closed with %v, want 1012", err)
+	}
+	if err := testkit.Recv(t, done, "the shutdown"); err != nil {
+		t.Fatal(err)
+	}
+}

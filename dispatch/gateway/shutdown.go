@@ -22,3 +22,15 @@ func (g *Gateway) cutStreams(ctx context.Context) {
 		g.log.Warn("drain timeout: streams still open end with gateway_shutting_down", slog.Int("streams", n))
 	}
 }
+
+// endSessions waits for the realtime sessions until the drain ends, then
+// ends those still open with gateway_shutting_down and close 1012
+// (service restart: reconnect), waiting at most StreamCutWait for them.
+func (g *Gateway) endSessions(drain, ctx context.Context) {
+	g.engine.Sessions().Wait(drain)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StreamCutWait)
+	defer cancel()
+	if n := g.engine.Sessions().End(cctx); n > 0 {
+		g.log.Warn("drain: realtime sessions still open end with gateway_shutting_down and 1012", slog.Int("sessions", n))
+	}
+}
