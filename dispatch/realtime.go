@@ -364,7 +364,11 @@ func (s *session) stopBy(c *call, why error) {
 // expire is realtime.max_session firing (the timer's goroutine): the walk
 // stops, or the committed channel is closed; the session's end waits for
 // that close.
-func (s *session) expire(c *call) {
+func (s *session) expire(c *call) { s.stopWith(c, errMaxSession) }
+
+// stopWith ends the session for why: the walk stops, or the committed
+// channel is closed (the session's end waits for that close).
+func (s *session) stopWith(c *call, why error) {
 	s.mu.Lock()
 	if s.over {
 		s.mu.Unlock()
@@ -376,36 +380,20 @@ func (s *session) expire(c *call) {
 	}
 	s.mu.Unlock()
 	if !live {
-		c.stop.cancel(errMaxSession)
+		c.stop.cancel(why)
 		return
 	}
 	defer s.readers.Done()
-	s.closeUp(errMaxSession)
+	s.closeUp(why)
 }
 
 // shutdown ends the session for the gateway's shutdown (Sessions.End):
-// the walk stops, or the committed channel is closed; the client gets the
-// error event gateway_shutting_down and 1012 (service restart), which
-// tells it to reconnect, to another replica.
+// the client gets the error event gateway_shutting_down and 1012 (service
+// restart), which tells it to reconnect, to another replica.
 func (s *session) shutdown(c *call) {
 	s.fail(rtError{Type: "server_error", Code: apierror.CodeShuttingDown,
 		Message: "the gateway is shutting down: open a new session"}, websocket.StatusServiceRestart)
-	s.mu.Lock()
-	if s.over {
-		s.mu.Unlock()
-		return
-	}
-	live := s.live
-	if live {
-		s.readers.Add(1)
-	}
-	s.mu.Unlock()
-	if !live {
-		c.stop.cancel(errShuttingDown)
-		return
-	}
-	defer s.readers.Done()
-	s.closeUp(errShuttingDown)
+	s.stopWith(c, errShuttingDown)
 }
 
 // Sessions are the engine's open realtime sessions: counted per model,
@@ -446,8 +434,9 @@ func (l *Sessions) remove(c *call) {
 	l.mu.Unlock()
 }
 
-// wait returns once no session is open, or ctx ends.
-func (l *Sessions) wait(ctx context.Context) {
+// Wait returns once no realtime session is open, or ctx ends (a
+// shutdown's drain).
+func (l *Sessions) Wait(ctx context.Context) {
 	l.mu.Lock()
 	if len(l.calls) == 0 {
 		l.mu.Unlock()
@@ -464,10 +453,6 @@ func (l *Sessions) wait(ctx context.Context) {
 	}
 }
 
-// Wait returns once no realtime session is open, or ctx ends (a
-// shutdown's drain).
-func (l *Sessions) Wait(ctx context.Context) { l.wait(ctx) }
-
 // End ends every open realtime session, and every one opened from then
 // on, with the error event gateway_shutting_down and close 1012 (service
 // restart); it waits for those to end, or ctx, and returns how many it
@@ -483,7 +468,7 @@ func (l *Sessions) End(ctx context.Context) int {
 	for _, c := range cut {
 		c.rt.shutdown(c)
 	}
-	l.wait(ctx)
+	l.Wait(ctx)
 	return len(cut)
 }
 
