@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
 	"github.com/hopgate/hopgate/dispatch/classify"
+	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/gate"
 	"github.com/hopgate/hopgate/telemetry"
@@ -117,8 +119,25 @@ func (a *attempt) passthrough(resp *http.Response) *classify.HopError {
 		body = ir
 	}
 	buf := make([]byte, passthroughChunk)
+	// stream_gate.on_timeout: failover moves a body with no byte within
+	// stream_gate.timeout on, as it moves a stream with nothing decisive;
+	// commit (the default) waits: a slow provider is not a broken one.
+	var first firstBytesGate
+	if p := a.m.Policy; p.GateOnTimeout == config.OnTimeoutFailover && p.GateTimeout > 0 {
+		t := c.e.clock.AfterFunc(p.GateTimeout, func() { first.fire(a) })
+		defer t.Stop()
+	}
 	n, err := readFirst(body, buf)
+	if first.read() {
+		n = 0 // held, never sent: the hop failed over
+		if err == nil {
+			err = errFirstBytesTimeout
+		}
+	}
 	if n == 0 {
+		if first.fired {
+			return &classify.HopError{Kind: classify.KindGateTimeout, Status: resp.StatusCode, Cause: errFirstBytesTimeout}
+		}
 		// Nothing reached the client: a failed hop, like a stream that
 		// ends before anything decisive.
 		if e := a.ctxEnded(); e != nil && (e.Class() != classify.Retryable || e.ChainDeadline()) {
@@ -178,6 +197,34 @@ func readFirst(r io.Reader, buf []byte) (int, error) {
 }
 
 var errEmptyAudio = errors.New("the upstream answered 2xx with an empty binary body")
+
+var errFirstBytesTimeout = errors.New("stream gate timeout: no byte of the binary body in time")
+
+// firstBytesGate is the gate timer of a binary body's first read: fired
+// before the read returned, the hop fails over (its bytes, if the read
+// won the race anyway, were never sent).
+type firstBytesGate struct {
+	mu          sync.Mutex
+	done, fired bool
+}
+
+func (g *firstBytesGate) fire(a *attempt) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.done {
+		g.fired = true
+		a.cancel(errFirstBytesTimeout)
+	}
+}
+
+// read marks the first read over and reports whether the timer fired
+// first.
+func (g *firstBytesGate) read() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.done = true
+	return g.fired
+}
 
 // abort ends a committed binary answer that cannot be completed. An SSE
 // stream would get an in-band error frame; bytes of audio cannot carry

@@ -43,6 +43,12 @@ models:
     chain:
       - {channel: el, upstream_model: eleven_flash_v2_5, price: {input: 1, output: 1}, voices: {alloy: 21m00Tcm4TlvDq8ikWAM}}
       - {channel: oa, upstream_model: tts-1, price: {input: 2, output: 2}}
+  - name: tts-el-gate
+    operations: [audio_speech]
+    policy: {header_timeout: 10s, stream_gate: {timeout: 3s, on_timeout: failover}}
+    chain:
+      - {channel: el, upstream_model: eleven_flash_v2_5, price: {input: 1, output: 1}, voices: {alloy: 21m00Tcm4TlvDq8ikWAM}}
+      - {channel: oa, upstream_model: tts-1, price: {input: 2, output: 2}}
   - name: el-only
     operations: [audio_speech]
     chain:
@@ -241,6 +247,23 @@ func TestSpeechFirstBytesCommit(t *testing.T) {
 		h.Clock.Advance(2 * time.Second)
 		r := testkit.Recv(t, done, "the speech answer")
 		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "el:stream_idle_timeout -> oa:ok" || r.Body != speechAudio {
+			t.Fatalf("status %d path %q: %d bytes", r.Status, r.Header.Get("X-Hopgate-Path"), len(r.Body))
+		}
+	})
+	// With stream_gate.on_timeout: failover, headers and no audio within
+	// stream_gate.timeout move speech on, as a stream with nothing
+	// decisive; commit (the default) waits.
+	t.Run("no first byte within the gate's timeout", func(t *testing.T) {
+		h := gwtest.New(t, speechConfig, "oa", "el")
+		if err := h.Ups["el"].SetFault("eleven_flash_v2_5", "slow-first-token=30s"); err != nil {
+			t.Fatal(err)
+		}
+		done := h.AsyncCall("/v1/audio/speech", "application/json", speechBody("tts-el-gate", "alloy", "mp3"))
+		h.WaitUpstreamTimers(1) // the fake holds the audio back
+		testkit.Eventually(t, func() bool { return slices.Contains(h.Armed.Armed(), 3*time.Second) }, "the gateway's gate timer armed")
+		h.Clock.Advance(3 * time.Second)
+		r := testkit.Recv(t, done, "the speech answer")
+		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "el:gate_timeout -> oa:ok" || r.Body != speechAudio {
 			t.Fatalf("status %d path %q: %d bytes", r.Status, r.Header.Get("X-Hopgate-Path"), len(r.Body))
 		}
 	})
