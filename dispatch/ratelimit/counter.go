@@ -59,11 +59,26 @@ type Verdict struct {
 	States [MaxCells]State
 }
 
-// refuse marks cell i refused with state st, keeping the longest wait.
-func (v *Verdict) refuse(i int, st State) {
-	if v.Allowed || longerWait(st, v.States[v.Denied]) {
-		v.Allowed, v.Denied = false, i
+// deny completes a refused verdict whose States are take's for cells
+// (fits: take's answers; tats: the cells' arrival times before, unix ns):
+// Denied is the refused cell the request waits longest for, and the cells
+// that fitted say their window as it is, since nothing was taken. false
+// when no cell was refused here (Redis' script, rounding to the
+// microsecond, refused what this arithmetic admits).
+func (v *Verdict) deny(cells []Cell, fits []bool, tats []int64, now int64) bool {
+	v.Allowed = false
+	refused := false
+	for i := range cells {
+		if !fits[i] && (!refused || longerWait(v.States[i], v.States[v.Denied])) {
+			v.Denied, refused = i, true
+		}
 	}
+	for i, c := range cells {
+		if fits[i] {
+			v.States[i] = state(max(tats[i], now), now, c.Limit)
+		}
+	}
+	return refused
 }
 
 // longerWait: a waits longer than b (never fitting is longest).

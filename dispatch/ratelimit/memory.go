@@ -33,25 +33,21 @@ func (m *Memory) Take(_ context.Context, now time.Time, cells []Cell) (Verdict, 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(t)
-	v.Allowed = true
 	var fits [MaxCells]bool
+	var tats [MaxCells]int64
+	allowed := true
 	for i, c := range cells {
-		n, ok, st := take(m.tat[key(c)], t, c.N, c.Limit)
-		next[i], v.States[i], fits[i] = n, st, ok
-		if !ok {
-			v.refuse(i, st)
-		}
+		tats[i] = m.tat[key(c)]
+		next[i], fits[i], v.States[i] = take(tats[i], t, c.N, c.Limit)
+		allowed = allowed && fits[i]
 	}
-	if v.Allowed {
-		for i, c := range cells {
-			m.tat[key(c)] = next[i]
-		}
+	if !allowed {
+		v.deny(cells, fits[:len(cells)], tats[:len(cells)], t)
 		return v, nil
 	}
+	v.Allowed = true
 	for i, c := range cells {
-		if fits[i] { // nothing was taken: the window as it is
-			v.States[i] = state(max(m.tat[key(c)], t), t, c.Limit)
-		}
+		m.tat[key(c)] = next[i]
 	}
 	return v, nil
 }

@@ -135,18 +135,7 @@ func (r *Redis) Take(ctx context.Context, now time.Time, cells []Cell) (Verdict,
 	if v.Allowed {
 		return v, nil
 	}
-	refused := false
-	for i := range cells {
-		if !fits[i] && (!refused || longerWait(v.States[i], v.States[v.Denied])) {
-			v.Denied, refused = i, true
-		}
-	}
-	for i, c := range cells {
-		if fits[i] { // nothing was taken: the window as it is
-			v.States[i] = state(max(tats[i], us*1000), us*1000, c.Limit)
-		}
-	}
-	if !refused {
+	if !v.deny(cells, fits[:len(cells)], tats[:len(cells)], us*1000) {
 		// Rounding put the verdicts apart: the script refused, say the
 		// tightest cell.
 		for i := range cells {
