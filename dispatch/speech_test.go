@@ -234,39 +234,32 @@ func TestSpeechFirstBytesCommit(t *testing.T) {
 			t.Fatalf("status %d path %q err %v", r.Status, r.Header.Get("X-Hopgate-Path"), err)
 		}
 	})
-	// ElevenLabs sends headers, then no audio: past stream_idle_timeout
-	// nothing was committed, so the next provider serves.
-	t.Run("slow first byte", func(t *testing.T) {
-		h := gwtest.New(t, speechConfig, "oa", "el")
-		if err := h.Ups["el"].SetFault("eleven_flash_v2_5", "slow-first-token=30s"); err != nil {
-			t.Fatal(err)
-		}
-		done := h.AsyncCall("/v1/audio/speech", "application/json", speechBody("tts-el-idle", "alloy", "mp3"))
-		h.WaitUpstreamTimers(1) // the fake holds the audio back
-		testkit.Eventually(t, func() bool { return slices.Contains(h.Armed.Armed(), 2*time.Second) }, "the gateway's idle timer armed")
-		h.Clock.Advance(2 * time.Second)
-		r := testkit.Recv(t, done, "the speech answer")
-		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "el:stream_idle_timeout -> oa:ok" || r.Body != speechAudio {
-			t.Fatalf("status %d path %q: %d bytes", r.Status, r.Header.Get("X-Hopgate-Path"), len(r.Body))
-		}
-	})
-	// With stream_gate.on_timeout: failover, headers and no audio within
-	// stream_gate.timeout move speech on, as a stream with nothing
-	// decisive; commit (the default) waits.
-	t.Run("no first byte within the gate's timeout", func(t *testing.T) {
-		h := gwtest.New(t, speechConfig, "oa", "el")
-		if err := h.Ups["el"].SetFault("eleven_flash_v2_5", "slow-first-token=30s"); err != nil {
-			t.Fatal(err)
-		}
-		done := h.AsyncCall("/v1/audio/speech", "application/json", speechBody("tts-el-gate", "alloy", "mp3"))
-		h.WaitUpstreamTimers(1) // the fake holds the audio back
-		testkit.Eventually(t, func() bool { return slices.Contains(h.Armed.Armed(), 3*time.Second) }, "the gateway's gate timer armed")
-		h.Clock.Advance(3 * time.Second)
-		r := testkit.Recv(t, done, "the speech answer")
-		if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "el:gate_timeout -> oa:ok" || r.Body != speechAudio {
-			t.Fatalf("status %d path %q: %d bytes", r.Status, r.Header.Get("X-Hopgate-Path"), len(r.Body))
-		}
-	})
+	// ElevenLabs sends headers, then no audio: past stream_idle_timeout,
+	// or with stream_gate.on_timeout: failover past stream_gate.timeout
+	// (as a stream with nothing decisive), nothing was committed, so the
+	// next provider serves; commit (the default) waits.
+	for _, tc := range []struct {
+		name, model, step string
+		timer             time.Duration
+	}{
+		{"slow first byte", "tts-el-idle", "stream_idle_timeout", 2 * time.Second},
+		{"no first byte within the gate's timeout", "tts-el-gate", "gate_timeout", 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := gwtest.New(t, speechConfig, "oa", "el")
+			if err := h.Ups["el"].SetFault("eleven_flash_v2_5", "slow-first-token=30s"); err != nil {
+				t.Fatal(err)
+			}
+			done := h.AsyncCall("/v1/audio/speech", "application/json", speechBody(tc.model, "alloy", "mp3"))
+			h.WaitUpstreamTimers(1) // the fake holds the audio back
+			testkit.Eventually(t, func() bool { return slices.Contains(h.Armed.Armed(), tc.timer) }, "the gateway's timer armed")
+			h.Clock.Advance(tc.timer)
+			r := testkit.Recv(t, done, "the speech answer")
+			if r.Status != 200 || r.Header.Get("X-Hopgate-Path") != "el:"+tc.step+" -> oa:ok" || r.Body != speechAudio {
+				t.Fatalf("status %d path %q: %d bytes", r.Status, r.Header.Get("X-Hopgate-Path"), len(r.Body))
+			}
+		})
+	}
 	t.Run("cut mid-audio", func(t *testing.T) {
 		h := gwtest.New(t, speechConfig, "oa", "el")
 		if err := h.Ups["el"].SetFault("eleven_flash_v2_5", "cut=4"); err != nil {
