@@ -31,6 +31,20 @@ models:
       - {channel: us, upstream_model: gpt-realtime}
 `
 
+// openVoice opens a session of model voice and reads its session.created.
+func openVoice(ctx context.Context, t *testing.T, g *gwtest.Gateway, opts *websocket.DialOptions) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model=voice", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), `"session.created"`) {
+		c.CloseNow()
+		t.Fatalf("first event %s, %v", b, err)
+	}
+	return c
+}
+
 // The process counts realtime sessions: /admin shows the open ones per
 // model, /metrics the three realtime series of DESIGN.md §15, and the
 // status page counts an ended session like a request.
@@ -47,14 +61,8 @@ func TestRealtimeSessionsAreCounted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model=voice", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openVoice(ctx, t, g, nil)
 	defer c.CloseNow()
-	if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), `"session.created"`) {
-		t.Fatalf("first event %s, %v", b, err)
-	}
 	if page := get(g.AdminURL + "/admin"); !strings.Contains(page, "realtime sessions open: 1") {
 		t.Fatalf("/admin does not count the open session")
 	}
@@ -137,27 +145,20 @@ func TestRealtimeTenantLimits(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
 		defer cancel()
-		c, _, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model=voice", opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := openVoice(ctx, t, g, opts)
 		defer c.CloseNow()
-		read := func(want string) {
-			for {
-				_, b, err := c.Read(ctx)
-				if err != nil {
-					t.Fatalf("reading for %s: %v", want, err)
-				}
-				if strings.Contains(string(b), `"type":"`+want+`"`) {
-					return
-				}
-			}
-		}
-		read("session.created")
 		if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"response.create"}`)); err != nil {
 			t.Fatal(err)
 		}
-		read("response.done") // 30 tokens
+		for { // to its response.done: 30 tokens
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("reading for response.done: %v", err)
+			}
+			if strings.Contains(string(b), `"type":"response.done"`) {
+				break
+			}
+		}
 		if err := c.Close(websocket.StatusNormalClosure, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -200,14 +201,8 @@ func TestRealtimeSessionsEndAtShutdown(t *testing.T) {
 	g := gwtest.Start(t, gwtest.Options{DrainTimeout: time.Nanosecond}, realtimeYAML, "eu", "us")
 	ctx, cancel := context.WithTimeout(t.Context(), testkit.Bound)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, g.URL+"/v1/realtime?model=voice", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openVoice(ctx, t, g, nil)
 	defer c.CloseNow()
-	if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), `"session.created"`) {
-		t.Fatalf("first event %s, %v", b, err)
-	}
 	done := make(chan error, 1)
 	go func() { done <- g.Shutdown(ctx) }()
 	_, b, err := c.Read(ctx)
