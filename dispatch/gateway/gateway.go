@@ -58,22 +58,24 @@ type Options struct {
 
 // Gateway is a running hopgate: main and admin listeners over one engine.
 type Gateway struct {
-	opts    Options
-	log     *slog.Logger
-	tel     *telemetry.Telemetry
-	ownTel  bool
-	engine  *dispatch.Engine
-	api     *api.Server
-	admin   *admin.Server
-	status  *status.Service
-	stopSt  context.CancelFunc
-	stDone  chan struct{}
-	main    *http.Server
-	adm     *http.Server
-	mainLn  net.Listener
-	adminLn net.Listener
-	wg      sync.WaitGroup
-	errs    chan error
+	opts   Options
+	log    *slog.Logger
+	tel    *telemetry.Telemetry
+	ownTel bool
+	engine *dispatch.Engine
+	api    *api.Server
+	admin  *admin.Server
+	status *status.Service
+	stopSt context.CancelFunc
+	stDone chan struct{}
+	main   *http.Server
+	adm    *http.Server
+	// inFlight counts the API's handlers (Shutdown waits for the cut ones).
+	inFlight *overload.Admission
+	mainLn   net.Listener
+	adminLn  net.Listener
+	wg       sync.WaitGroup
+	errs     chan error
 	// The store and the wallet (wallet.go), nil without a store.
 	store  *store.Store
 	wallet *wallet.Wallet
@@ -142,6 +144,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (*Gateway, error)
 	}
 	g.api = api.New(cfg, g.engine, g.tel, g.log)
 	g.api.SetAdmission(adm)
+	g.inFlight = adm
 	if err := g.startLimiter(ctx, cfg, clock); err != nil {
 		g.closeWallet(ctx)
 		g.closeTel(ctx)
@@ -315,7 +318,8 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 // gateway_shutting_down frame (at most StreamCutWait more), and remaining
 // connections are closed. Realtime sessions (hijacked: the server does not
 // wait for them) get the same drain, then the error event
-// gateway_shutting_down and close 1012. The
+// gateway_shutting_down and close 1012; after a cut, Shutdown waits (at
+// most StreamCutWait) for the cut handlers' log lines. The
 // wallet then waits (at most wallet.DefaultCloseWait) for the handlers of
 // the requests so cut to settle their charges before the store closes.
 // Spans are flushed last.
@@ -330,6 +334,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		_ = g.main.Close()
 	}
 	g.endSessions(dctx, ctx)
+	if err != nil {
+		g.waitHandlers(ctx) // the cut streams' and sessions' last log lines
+	}
 	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer acancel()
 	_ = g.adm.Shutdown(actx)

@@ -34,3 +34,21 @@ func (g *Gateway) endSessions(drain, ctx context.Context) {
 		g.log.Warn("drain: realtime sessions still open end with gateway_shutting_down and 1012", slog.Int("sessions", n))
 	}
 }
+
+// waitHandlers waits, at most StreamCutWait, for the handlers the drain
+// cut to return: their request log lines and counters come after their
+// last frame, and the process must not exit under them.
+func (g *Gateway) waitHandlers(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StreamCutWait)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for g.inFlight.InFlight() > 0 {
+		select {
+		case <-cctx.Done():
+			g.log.Warn("drain timeout: handlers still running at exit", slog.Int64("in_flight", g.inFlight.InFlight()))
+			return
+		case <-tick.C:
+		}
+	}
+}
