@@ -34,6 +34,7 @@ var (
 	errHoldExceeded   = errors.New("client events before session.created exceed realtime.hold_bytes")
 	errHoldBudget     = errors.New("the buffer budget cannot hold the client's events before session.created")
 	errBinaryFromUser = errors.New("a realtime client sent a binary message (events are JSON text)")
+	errClientSilent   = errors.New("the realtime client answered neither a ping nor with an event within realtime.ping_timeout")
 )
 
 // Close codes of the client's session beyond websocket's.
@@ -112,9 +113,23 @@ type session struct {
 	committed bool
 	onDone    func(ResponseDone)
 	opened    time.Time
-	// readers: the client's reader, and a max_session closing the
-	// committed channel (expire).
+	// readers: the client's reader, a max_session closing the committed
+	// channel (expire), and a keepalive's pings.
 	readers sync.WaitGroup
+
+	// The keepalive of a committed session (keepalive): a side silent
+	// for pingEvery is pinged, and one that answers nothing within
+	// pingWait is gone. upReads counts the channel's events read (in
+	// counts the client's); relayWriting is set while the relay writes
+	// to the client, when the channel's pong may wait unread behind that
+	// write. seenIn and seenUp are the counts at the last keepalive (its
+	// goroutine's only). pingHop and pingTimer are under mu.
+	pingEvery, pingWait time.Duration
+	pingHop             *rtAttempt
+	pingTimer           clockwork.Timer
+	upReads             atomic.Int64
+	relayWriting        atomic.Bool
+	seenIn, seenUp      int64
 }
 
 // sessionCount is one model's open sessions.
@@ -242,6 +257,10 @@ func acceptSession(c *call, r *http.Request) bool {
 	maxSession := rt.MaxSession
 	if maxSession <= 0 {
 		maxSession = config.DefaultRealtimeMaxSession
+	}
+	s.pingEvery, s.pingWait = rt.PingInterval, rt.PingTimeout
+	if s.pingWait <= 0 {
+		s.pingWait = config.DefaultRealtimePingTimeout
 	}
 	s.writes, s.endWrites = context.WithCancel(context.Background())
 	s.maxTimer = c.e.clock.AfterFunc(maxSession, func() {
@@ -387,6 +406,83 @@ func (s *session) stopWith(c *call, why error) {
 	s.closeUp(why)
 }
 
+// keepalive is realtime.ping_interval passing on a committed session (on
+// the timer's goroutine). Each side that sent no event since the last
+// keepalive is pinged, the client first. A side that answers neither the
+// ping nor with an event within ping_timeout is gone: a host that died
+// or a network that dropped its packets sends no FIN, so without pings
+// its socket would stay half-open until TCP gave up, minutes later. A
+// silent client ends the session as a dropped client does (1006 on the
+// span; its channel is closed, not blamed); a silent channel interrupts
+// it (upstream_session_interrupted, 1011, on the channel's breaker),
+// unless the relay was writing to the client at that moment, when the
+// channel's pong may be waiting unread behind that write.
+func (s *session) keepalive(c *call) {
+	s.mu.Lock()
+	if s.over {
+		s.mu.Unlock()
+		return
+	}
+	s.readers.Add(1)
+	hop := s.pingHop
+	s.mu.Unlock()
+	defer s.readers.Done()
+	if s.silent(c, s.client, &s.in, &s.seenIn) {
+		s.clientSilent(c)
+		return
+	}
+	if s.silent(c, hop.conn, &s.upReads, &s.seenUp) && !s.relayWriting.Load() {
+		s.mu.Lock()
+		closing := s.over || s.upClosing
+		s.mu.Unlock()
+		if !closing {
+			hop.cancel(fmt.Errorf("the channel answered neither a ping nor with an event within realtime.ping_timeout (%s): its socket is half-open", s.pingWait))
+		}
+		return
+	}
+	s.mu.Lock()
+	if !s.over {
+		s.pingTimer = c.e.clock.AfterFunc(s.pingEvery, func() { s.keepalive(c) })
+	}
+	s.mu.Unlock()
+}
+
+// silent reports whether the side of conn is gone: its event count n did
+// not move past *seen since the last keepalive, and it answered a ping
+// with neither a pong nor an event within ping_timeout. A ping that
+// failed otherwise (the socket closed: the session is ending, and whoever
+// closed it says why) is no verdict. *seen becomes the count now.
+func (s *session) silent(c *call, conn *websocket.Conn, n *atomic.Int64, seen *int64) bool {
+	before := n.Load()
+	if before != *seen {
+		*seen = before
+		return false
+	}
+	var late atomic.Bool
+	ctx, cancel := context.WithCancel(s.writes)
+	t := c.e.clock.AfterFunc(s.pingWait, func() { late.Store(true); cancel() })
+	err := conn.Ping(ctx)
+	t.Stop()
+	cancel()
+	*seen = n.Load()
+	return err != nil && late.Load() && *seen == before
+}
+
+// clientSilent ends the session of a client that stopped answering, as
+// one whose socket dropped (1006): its channel is closed with a close
+// frame, and a relay write the client never takes ends.
+func (s *session) clientSilent(c *call) {
+	s.mu.Lock()
+	if s.over || s.clientEnd || s.upClosing {
+		s.mu.Unlock()
+		return
+	}
+	s.clientEnd, s.closeCode = true, websocket.StatusAbnormalClosure
+	s.mu.Unlock()
+	s.stopBy(c, errClientSilent)
+	s.endWrites()
+}
+
 // shutdown ends the session for the gateway's shutdown (Sessions.End):
 // the client gets the error event gateway_shutting_down and 1012 (service
 // restart), which tells it to reconnect, to another replica.
@@ -518,6 +614,9 @@ func (s *session) end(c *call) {
 	s.maxTimer.Stop()
 	s.mu.Lock()
 	s.over = true // the reader records nothing more, max_session does nothing
+	if s.pingTimer != nil {
+		s.pingTimer.Stop()
+	}
 	s.release()
 	failure, clientEnd := s.failure, s.clientEnd
 	s.mu.Unlock()

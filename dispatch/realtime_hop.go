@@ -184,6 +184,7 @@ func (a *rtAttempt) forward() bool {
 		a.relayErr = a.relayEnded(err)
 		return true
 	}
+	a.c.rt.upReads.Add(1)
 	buf := getRTBuf()
 	defer putRTBuf(buf)
 	if *buf, err = readMessage((*buf)[:0], rd); err != nil {
@@ -243,7 +244,10 @@ func (a *rtAttempt) toClient(typ websocket.MessageType, b []byte) bool {
 	if typ == websocket.MessageText && bytes.Contains(b, responseDoneMarker) {
 		a.responseDone(b)
 	}
-	if s.client.Write(s.writes, typ, b) != nil {
+	s.relayWriting.Store(true)
+	err := s.client.Write(s.writes, typ, b)
+	s.relayWriting.Store(false)
+	if err != nil {
 		s.mu.Lock()
 		s.clientEnd = true
 		s.mu.Unlock()
@@ -294,7 +298,7 @@ func (a *rtAttempt) relayEnded(err error) *classify.HopError {
 // max_session, the hold), not the channel's.
 func isSessionStop(why error) bool {
 	switch why {
-	case errClientGone, errBinaryFromUser, errMaxSession, errHoldExceeded, errHoldBudget, errShuttingDown:
+	case errClientGone, errClientSilent, errBinaryFromUser, errMaxSession, errHoldExceeded, errHoldBudget, errShuttingDown:
 		return true
 	}
 	return false
@@ -342,6 +346,10 @@ func (a *rtAttempt) commitSession(held []rtMsg) *classify.HopError {
 		s.in.Add(1)
 	}
 	s.release()
+	if s.pingEvery > 0 && !s.clientEnd {
+		s.pingHop = a
+		s.pingTimer = c.e.clock.AfterFunc(s.pingEvery, func() { s.keepalive(c) })
+	}
 	if s.clientEnd && !s.upClosing {
 		// The client left as the session opened: close the channel.
 		s.upClosing, s.why = true, errClientGone

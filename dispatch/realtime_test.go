@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -850,4 +851,200 @@ func TestRealtimeTrialAnsweredAtOpen(t *testing.T) {
 	if n := g.Attempts("eu", "gpt-realtime"); n != before+1 {
 		t.Fatalf("the session beside the open trial was not sent to eu (%d upgrades, %d before)", n, before)
 	}
+}
+
+// newKeepalive is rtConfig pinging a committed session's silent sides
+// every 15s and waiting 7s for a pong: a timeout no other timer of these
+// sessions has, so the count of its arms says which side is being pinged
+// (the client first, then the channel).
+func newKeepalive(t *testing.T, a, b, keys string) *gwtest.Gateway {
+	t.Helper()
+	yml := strings.ReplaceAll(rtConfig, "{hold_bytes: 4096}", "{hold_bytes: 4096, "+keys+"}")
+	return gwtest.New(t, strings.NewReplacer(`"A"`, `"`+a+`"`, `"B"`, `"`+b+`"`).Replace(yml), "eu", "us")
+}
+
+// arms counts the timers the gateway armed for d.
+func arms(g *gwtest.Gateway, d time.Duration) int {
+	k := 0
+	for _, a := range g.Armed.Armed() {
+		if a == d {
+			k++
+		}
+	}
+	return k
+}
+
+func waitArms(t *testing.T, g *gwtest.Gateway, d time.Duration, n int) {
+	t.Helper()
+	testkit.Eventually(t, func() bool { return arms(g, d) >= n }, fmt.Sprintf("%d timers armed for %s", n, d))
+}
+
+// liveClient reads a client's session on a goroutine of its own, as a
+// live client's socket does (answering pings meanwhile): the types of its
+// events, then the close code and the last error event's code.
+type liveClient struct {
+	types chan string
+	end   chan closeResult
+}
+
+type closeResult struct {
+	code          websocket.StatusCode
+	last, message string // the last error event's code and message
+}
+
+func readLive(c *websocket.Conn) liveClient {
+	l := liveClient{types: make(chan string, 64), end: make(chan closeResult, 1)}
+	go func() {
+		last, message := "", ""
+		for {
+			_, b, err := c.Read(context.Background())
+			if err != nil {
+				l.end <- closeResult{websocket.CloseStatus(err), last, message}
+				return
+			}
+			var ev rtEvent
+			_ = json.Unmarshal(b, &ev)
+			if ev.Type == "error" {
+				last, message = ev.Error.Code, ev.Error.Message
+			}
+			select {
+			case l.types <- ev.Type:
+			default:
+			}
+		}
+	}()
+	return l
+}
+
+// rtHopSpan returns the attributes and status of the trace's realtime hop.
+func rtHopSpan(t *testing.T, g *gwtest.Gateway, resp *http.Response) (attrs map[string]string, status string) {
+	t.Helper()
+	attrs = map[string]string{}
+	for _, s := range g.Trace(resp.Header.Get("X-Request-Id")) {
+		if strings.HasPrefix(s.Name, "realtime ") {
+			for _, a := range s.Attributes {
+				attrs[string(a.Key)] = a.Value.Emit()
+			}
+			return attrs, s.Status.Description
+		}
+	}
+	t.Fatal("no realtime hop span")
+	return nil, ""
+}
+
+// The keepalive (realtime.ping_interval, ping_timeout): a committed
+// session's side that answers neither a ping nor with an event is gone,
+// whether its host died or the network dropped its packets (no FIN ever
+// comes), and the session does not stay half-open until TCP gives up.
+func TestRealtimeKeepalive(t *testing.T) {
+	const keys = "ping_interval: 15s, ping_timeout: 7s"
+	open := func(t *testing.T, g *gwtest.Gateway) (*websocket.Conn, *http.Response) {
+		t.Helper()
+		c, resp := dialRealtime(t, g, "voice", nil)
+		t.Cleanup(func() { _ = c.CloseNow() })
+		if ev, _ := readEvent(t, c); ev.Type != "session.created" {
+			t.Fatalf("first event %s", ev.Type)
+		}
+		return c, resp
+	}
+
+	// The channel stops reading: no pong. The client (which answers) gets
+	// upstream_session_interrupted and 1011, the channel's breaker counts
+	// it, and the hop's status says why.
+	t.Run("channel gone", func(t *testing.T) {
+		g := newKeepalive(t, "gpt-realtime|rt-hang=1", "gpt-realtime", keys)
+		c, resp := open(t, g)
+		sendEvent(t, c, `{"type":"response.create"}`)
+		readUntil(t, c, "response.done") // the channel's last answer: it hangs now
+		l := readLive(c)
+		waitArms(t, g, 15*time.Second, 1)
+		g.Clock.Advance(15 * time.Second) // both spoke since the commit: no ping
+		waitArms(t, g, 15*time.Second, 2)
+		if n := arms(g, 7*time.Second); n != 0 {
+			t.Fatalf("%d pings after a keepalive both sides had spoken before", n)
+		}
+		g.Clock.Advance(15 * time.Second)
+		waitArms(t, g, 7*time.Second, 2) // the client answered; the channel's ping waits
+		g.Clock.Advance(7 * time.Second)
+		r := testkit.Recv(t, l.end, "the session's end")
+		if r.code != websocket.StatusInternalError || r.last != "upstream_session_interrupted" {
+			t.Fatalf("closed %v after %q, want 1011 after upstream_session_interrupted", r.code, r.last)
+		}
+		if !strings.Contains(r.message, "ping_timeout") {
+			t.Errorf("the error event's message %q does not say why", r.message)
+		}
+		testkit.Eventually(t, func() bool { return breakerFailures(g, "eu") == 1 }, "the breaker counted the silent channel")
+		if attrs, _ := rtHopSpan(t, g, resp); attrs[telemetry.AttrHopOutcome] == telemetry.HopOK {
+			t.Errorf("hop span outcome %q for a silent channel", attrs[telemetry.AttrHopOutcome])
+		}
+	})
+
+	// The client stops reading (its socket answers no ping): the session
+	// ends as a dropped client's, its channel closed and not blamed.
+	t.Run("client gone", func(t *testing.T) {
+		g := newKeepalive(t, "gpt-realtime", "gpt-realtime", keys)
+		ended := g.SpanEnds("dispatch voice")
+		_, resp := open(t, g)
+		waitArms(t, g, 15*time.Second, 1)
+		g.Clock.Advance(15 * time.Second)
+		waitArms(t, g, 7*time.Second, 1)
+		g.Clock.Advance(7 * time.Second)
+		testkit.Recv(t, ended, "the session's end")
+		if attrs, _ := rtHopSpan(t, g, resp); attrs[telemetry.AttrHopOutcome] != telemetry.HopOK || attrs[telemetry.AttrRealtimeCloseCode] != "1006" {
+			t.Fatalf("hop outcome %q close code %q, want ok and 1006", attrs[telemetry.AttrHopOutcome], attrs[telemetry.AttrRealtimeCloseCode])
+		}
+		if n := breakerFailures(g, "eu"); n != 0 {
+			t.Fatalf("the channel's breaker counted %d failures for a client that left", n)
+		}
+	})
+
+	// Both sides answer: the session goes on, and the next keepalive is
+	// armed once both pongs came. A side that sent an event since the
+	// last keepalive is not pinged at all.
+	t.Run("both answer", func(t *testing.T) {
+		g := newKeepalive(t, "gpt-realtime", "gpt-realtime", keys)
+		c, _ := open(t, g)
+		l := readLive(c)
+		waitArms(t, g, 15*time.Second, 1)
+		g.Clock.Advance(15 * time.Second)
+		waitArms(t, g, 15*time.Second, 2) // both pongs came: the next keepalive is armed
+		if n := arms(g, 7*time.Second); n != 2 {
+			t.Fatalf("%d pings waited for, want 2 (the client, the channel)", n)
+		}
+		g.Clock.Advance(7 * time.Second) // no ping is waiting for this
+		sendEvent(t, c, `{"type":"session.update","session":{}}`)
+		for typ := ""; typ != "session.updated"; {
+			typ = testkit.Recv(t, l.types, "session.updated")
+		}
+		g.Clock.Advance(8 * time.Second) // the second keepalive: both sides spoke since the first
+		waitArms(t, g, 15*time.Second, 3)
+		if n := arms(g, 7*time.Second); n != 2 {
+			t.Fatalf("%d pings waited for, want still 2: sides that spoke are not pinged", n)
+		}
+		select {
+		case r := <-l.end:
+			t.Fatalf("the session ended (%v after %q) though both sides answered", r.code, r.last)
+		default:
+		}
+		if n := breakerFailures(g, "eu"); n != 0 {
+			t.Fatalf("breaker failures %d", n)
+		}
+	})
+
+	// ping_interval: 0s turns the keepalive off; the default arms it at
+	// the commit (before the session's first answer to the client).
+	t.Run("off", func(t *testing.T) {
+		for _, tc := range []struct {
+			keys string
+			want int
+		}{{"ping_interval: 0s", 0}, {"ping_timeout: 7s", 1}} {
+			g := newKeepalive(t, "gpt-realtime", "gpt-realtime", tc.keys)
+			c, _ := open(t, g)
+			sendEvent(t, c, `{"type":"session.update","session":{}}`)
+			readUntil(t, c, "session.updated")
+			if n := arms(g, 15*time.Second); n != tc.want {
+				t.Errorf("%s: keepalive armed %d times, want %d", tc.keys, n, tc.want)
+			}
+		}
+	})
 }

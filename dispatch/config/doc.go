@@ -48,7 +48,8 @@
 //	status          mapping        see below
 //	overload        mapping        see below
 //	realtime        mapping        hold_bytes (default 1 MiB, ≥ 1024), max_event_bytes (default 16 MiB, ≥ 1024),
-//	                               max_session (default 60m)
+//	                               max_session (default 60m), ping_interval (default 15s; 0s: off),
+//	                               ping_timeout (default 10s)
 //	policy          mapping        see below (global policy)
 //	channels        list           see below
 //	models          list           required, at least one

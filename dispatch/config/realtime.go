@@ -24,6 +24,12 @@ type Realtime struct {
 	MaxEventBytes int64
 	// MaxSession bounds one session's life.
 	MaxSession time.Duration
+	// PingInterval is how long a side of a committed session (the client,
+	// the channel) may stay silent before hopgate pings it; 0: never.
+	// PingTimeout is how long its pong may take: a side that answers
+	// neither a ping nor with an event in that time is gone (a half-open
+	// socket), and the session ends (docs/voice.md, keepalive).
+	PingInterval, PingTimeout time.Duration
 }
 
 // Defaults of the realtime block.
@@ -31,12 +37,16 @@ const (
 	DefaultRealtimeHoldBytes     = 1 << 20
 	DefaultRealtimeMaxEventBytes = 16 << 20
 	DefaultRealtimeMaxSession    = 60 * time.Minute
+	DefaultRealtimePingInterval  = 15 * time.Second
+	DefaultRealtimePingTimeout   = 10 * time.Second
 )
 
 type rawRealtime struct {
 	holdBytes     val[int64]
 	maxEventBytes val[int64]
 	maxSession    val[time.Duration]
+	pingInterval  val[time.Duration]
+	pingTimeout   val[time.Duration]
 }
 
 func (p *parser) realtime(n *yaml.Node) rawRealtime {
@@ -45,6 +55,8 @@ func (p *parser) realtime(n *yaml.Node) rawRealtime {
 		"hold_bytes":      func(_, v *yaml.Node) { r.holdBytes = p.integer(v, "hold_bytes in realtime", 1024) },
 		"max_event_bytes": func(_, v *yaml.Node) { r.maxEventBytes = p.integer(v, "max_event_bytes in realtime", 1024) },
 		"max_session":     func(_, v *yaml.Node) { r.maxSession = p.duration(v, "max_session in realtime", true) },
+		"ping_interval":   func(_, v *yaml.Node) { r.pingInterval = p.duration(v, "ping_interval in realtime", false) },
+		"ping_timeout":    func(_, v *yaml.Node) { r.pingTimeout = p.duration(v, "ping_timeout in realtime", true) },
 	})
 	return r
 }
@@ -54,6 +66,8 @@ func (r rawRealtime) resolve() Realtime {
 		HoldBytes:     r.holdBytes.or(DefaultRealtimeHoldBytes),
 		MaxEventBytes: r.maxEventBytes.or(DefaultRealtimeMaxEventBytes),
 		MaxSession:    r.maxSession.or(DefaultRealtimeMaxSession),
+		PingInterval:  r.pingInterval.or(DefaultRealtimePingInterval),
+		PingTimeout:   r.pingTimeout.or(DefaultRealtimePingTimeout),
 	}
 }
 

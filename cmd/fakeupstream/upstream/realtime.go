@@ -29,6 +29,10 @@ import (
 //	m|rt-end=N         session.created, then a close frame 1000 (the session
 //	                   ended on purpose, as at OpenAI's session limit) after
 //	                   N client events were answered
+//	m|rt-hang=N        session.created, then after N client events were
+//	                   answered nothing more is read or sent, pings
+//	                   included, while the socket stays open: the host
+//	                   behind it is gone and no FIN came (a half-open socket)
 //	m|rt-slow=D        session.created only after D (on the fake's clock)
 //	m|rt-repeat-done   every response.done is sent twice (a replay)
 //
@@ -47,7 +51,7 @@ func realtimePath(p string) bool {
 
 // rtFault is a realtime session's fault.
 type rtFault struct {
-	kind   string // "", refuse, silent, stall, error, close, drop, end, slow, repeat-done
+	kind   string // "", refuse, silent, stall, error, close, drop, end, hang, slow, repeat-done
 	status int
 	n      int
 	delay  time.Duration
@@ -71,7 +75,7 @@ func parseRTFault(model string) (string, rtFault, bool) {
 			f.status = n
 		}
 	case "rt-silent", "rt-stall", "rt-error", "rt-close", "rt-repeat-done":
-	case "rt-drop", "rt-end":
+	case "rt-drop", "rt-end", "rt-hang":
 		n, err := strconv.Atoi(arg)
 		if err != nil || n < 0 {
 			return "", f, false
@@ -176,6 +180,15 @@ func (s *Server) serveRealtime(w http.ResponseWriter, r *http.Request) {
 	answered := 0
 	items := map[string]json.RawMessage{}
 	for {
+		if f.kind == "hang" && answered >= f.n {
+			// Not reading is what makes it half-open: no pong, no close
+			// frame read. It ends when the fake does.
+			select {
+			case <-ctx.Done():
+			case <-s.closed:
+			}
+			return
+		}
 		typ, b, err := c.Read(ctx)
 		if err != nil {
 			return

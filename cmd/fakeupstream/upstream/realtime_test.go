@@ -20,11 +20,13 @@ func TestParseRTFault(t *testing.T) {
 		{"m|rt-error", rtFault{kind: "error"}, true},
 		{"m|rt-close", rtFault{kind: "close"}, true},
 		{"m|rt-drop=2", rtFault{kind: "drop", n: 2}, true},
+		{"m|rt-hang=0", rtFault{kind: "hang"}, true},
 		{"m|rt-slow=3s", rtFault{kind: "slow", delay: 3 * time.Second}, true},
 		{"m|rt-repeat-done", rtFault{kind: "repeat-done"}, true},
 		// why: a status that is not an error, a bad count or duration, an unknown word.
 		{"m|rt-refuse=200", rtFault{}, false},
 		{"m|rt-drop=x", rtFault{}, false},
+		{"m|rt-hang", rtFault{}, false},
 		{"m|rt-slow=-1s", rtFault{}, false},
 		{"m|rt-flap", rtFault{}, false},
 	} {
