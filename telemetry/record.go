@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -77,6 +76,12 @@ const (
 // spans through Spans only, and IsRecording says so).
 type spanRec struct {
 	embedded.Span
+	// The read-only face of an ended span of a kept record (the SDK's
+	// ReadOnlySpan, which exporters and the trace ring read): embedding
+	// the interface gives it the interface's unexported method, as the
+	// SDK's own tracetest.SpanStub snapshots do; every method is
+	// implemented below, so the nil embedded value is never called.
+	sdktrace.ReadOnlySpan
 
 	rec         *record
 	id          trace.SpanID
@@ -300,124 +305,90 @@ func (sp *spanRec) appendAttrs(a []attribute.KeyValue) []attribute.KeyValue {
 	return a
 }
 
-// exportView is the SDK's read-only view of one span of a kept record.
-// Embedding the interface gives it the interface's unexported method (the
-// SDK's own tracetest.SpanStub snapshots do the same); every method is
-// implemented here, so the nil embedded value is never called.
+// The read-only face of a kept record's span. The record no longer
+// changes once the sampler holds it, so each method reads it as it is;
+// nothing is built at export but the list of spans (a view per span, as
+// before, was a third of what a kept record allocated).
 //
-// Its attributes are built from the record when first asked for
-// (Attributes), or appended straight into an exporter's own buffer
-// (AppendAttributes, what otlpwire's encoder calls): exporting a trace
-// then allocates no attribute slice, a tenth of the bytes a completion
-// allocated (hopbench's allocation profile, every trace exported).
-type exportView struct {
-	sdktrace.ReadOnlySpan
+// Attributes are built when asked for (Attributes), or appended straight
+// into an exporter's own buffer (AppendAttributes, what otlpwire's
+// encoder calls): exporting a trace then allocates no attribute slice, a
+// tenth of the bytes a completion allocated (hopbench's allocation
+// profile, every trace exported).
 
-	name       string
-	sc, parent trace.SpanContext
-	kind       trace.SpanKind
-	start, end time.Time
-	sp         *spanRec // a record's span: the attributes' source (the record no longer changes)
-	attrsOnce  sync.Once
-	attrs      []attribute.KeyValue
-	events     []sdktrace.Event
-	status     sdktrace.Status
-	links      []sdktrace.Link
-	dropped    int // attributes
-	children   int
-	res        *resource.Resource
-	scope      *instrumentation.Scope
+func (sp *spanRec) Name() string { return sp.name }
+
+func (sp *spanRec) Parent() trace.SpanContext {
+	r := sp.rec
+	if sp.parent < 0 {
+		return r.parent
+	}
+	return r.spanContext(r.at(int(sp.parent)).id)
 }
 
-func (v *exportView) Name() string                   { return v.name }
-func (v *exportView) SpanContext() trace.SpanContext { return v.sc }
-func (v *exportView) Parent() trace.SpanContext      { return v.parent }
-func (v *exportView) SpanKind() trace.SpanKind       { return v.kind }
-func (v *exportView) StartTime() time.Time           { return v.start }
-func (v *exportView) EndTime() time.Time             { return v.end }
+func (sp *spanRec) SpanKind() trace.SpanKind { return sp.kind() }
+func (sp *spanRec) StartTime() time.Time     { return sp.rec.wall(sp.start) }
+func (sp *spanRec) EndTime() time.Time       { return sp.rec.wall(sp.end) }
 
-// Attributes builds a record span's attributes once, on the first call
-// (a SERVER span's view holds its own from the start).
-func (v *exportView) Attributes() []attribute.KeyValue {
-	if v.sp == nil {
-		return v.attrs
-	}
-	v.attrsOnce.Do(func() {
-		if n := v.sp.maxAttrs(); n > 0 {
-			if a := v.sp.appendAttrs(make([]attribute.KeyValue, 0, n)); len(a) > 0 {
-				v.attrs = a[:len(a):len(a)] // a reader's append copies
-			}
+// Attributes builds the span's attributes, a new slice on every call.
+func (sp *spanRec) Attributes() []attribute.KeyValue {
+	if n := sp.maxAttrs(); n > 0 {
+		if a := sp.appendAttrs(make([]attribute.KeyValue, 0, n)); len(a) > 0 {
+			return a[:len(a):len(a)] // a reader's append copies
 		}
-	})
-	return v.attrs
-}
-
-// AppendAttributes appends what Attributes returns to a, without keeping
-// a slice of its own.
-func (v *exportView) AppendAttributes(a []attribute.KeyValue) []attribute.KeyValue {
-	if v.sp == nil {
-		return append(a, v.attrs...)
 	}
-	return v.sp.appendAttrs(a)
+	return nil
 }
 
-func (v *exportView) Links() []sdktrace.Link   { return v.links }
-func (v *exportView) Events() []sdktrace.Event { return v.events }
-func (v *exportView) Status() sdktrace.Status  { return v.status }
-func (v *exportView) InstrumentationScope() instrumentation.Scope {
-	return *v.scope
+// AppendAttributes appends what Attributes returns to a, without a slice
+// of its own.
+func (sp *spanRec) AppendAttributes(a []attribute.KeyValue) []attribute.KeyValue {
+	return sp.appendAttrs(a)
 }
+
+func (sp *spanRec) Links() []sdktrace.Link   { return nil }
+func (sp *spanRec) Events() []sdktrace.Event { return sp.rec.events(sp.idx) }
+
+func (sp *spanRec) Status() sdktrace.Status {
+	if sp.failed {
+		return sdktrace.Status{Code: codes.Error, Description: sp.desc}
+	}
+	return sdktrace.Status{}
+}
+
+func (sp *spanRec) InstrumentationScope() instrumentation.Scope { return sp.rec.s.scope }
 
 //nolint:staticcheck // the interface requires it
-func (v *exportView) InstrumentationLibrary() instrumentation.Library { return *v.scope }
-func (v *exportView) Resource() *resource.Resource                    { return v.res }
-func (v *exportView) DroppedAttributes() int                          { return v.dropped }
-func (v *exportView) DroppedLinks() int                               { return 0 }
-func (v *exportView) DroppedEvents() int                              { return 0 }
-func (v *exportView) ChildSpanCount() int                             { return v.children }
+func (sp *spanRec) InstrumentationLibrary() instrumentation.Library { return sp.rec.s.scope }
+func (sp *spanRec) Resource() *resource.Resource                    { return sp.rec.s.res }
+func (sp *spanRec) DroppedAttributes() int                          { return 0 }
+func (sp *spanRec) DroppedLinks() int                               { return 0 }
+func (sp *spanRec) DroppedEvents() int                              { return 0 }
 
-var _ sdktrace.ReadOnlySpan = (*exportView)(nil)
+// ChildSpanCount counts the record's spans under sp.
+func (sp *spanRec) ChildSpanCount() int {
+	r, n := sp.rec, 0
+	for i := 0; i < r.n; i++ {
+		if r.at(i).parent == sp.idx {
+			n++
+		}
+	}
+	return n
+}
 
-// export builds the views of the record's ended spans, in the order they
-// ended (the order the SDK would have handed them on). Called once, for a
-// kept trace, by the sampler; a span that never ended is not exported,
-// as the SDK exports no unended span.
+var _ sdktrace.ReadOnlySpan = (*spanRec)(nil)
+
+// export lists the record's ended spans, in the order they ended (the
+// order the SDK would have handed them on). Called for a kept trace, by
+// the sampler; a span that never ended is not exported, as the SDK
+// exports no unended span.
 func (r *record) export() []sdktrace.ReadOnlySpan {
 	if len(r.order) == 0 {
 		return nil
 	}
-	views := make([]exportView, len(r.order))
 	out := make([]sdktrace.ReadOnlySpan, len(r.order))
-	children := make([]int32, r.n)
-	for i := 0; i < r.n; i++ {
-		sp := r.at(i)
-		if sp.parent >= 0 {
-			children[sp.parent]++
-		}
-	}
 	for k, i := range r.order {
-		sp := r.at(int(i))
-		v := &views[k]
-		*v = exportView{
-			name:     sp.name,
-			sc:       r.spanContext(sp.id),
-			parent:   r.parent,
-			kind:     sp.kind(),
-			start:    r.wall(sp.start),
-			end:      r.wall(sp.end),
-			sp:       sp,
-			events:   r.events(i),
-			children: int(children[i]),
-			res:      r.s.res,
-			scope:    &r.s.scope,
-		}
-		if sp.parent >= 0 {
-			v.parent = r.spanContext(r.at(int(sp.parent)).id)
-		}
-		if sp.failed {
-			v.status = sdktrace.Status{Code: codes.Error, Description: sp.desc}
-		}
-		out[k] = v
+		out[k] = r.at(int(i))
 	}
 	return out
 }

@@ -322,7 +322,8 @@ func setupTest(tb testing.TB, o Options) *Telemetry {
 // Why: otlpwire's encoder reads a kept record's attributes through
 // AppendAttributes, into a buffer of its own, so that exporting a trace
 // allocates no attribute slice. The bytes must be those of the same spans
-// read through Attributes, and the views must not have built a slice.
+// read through Attributes, and encoding them again with the encoder's
+// buffers grown must allocate nothing.
 func TestRecordAttributesAppendedForExport(t *testing.T) {
 	exp := &keepExporter{}
 	tel := setupTest(t, Options{HealthyRatio: 1, SpanExporter: exp})
@@ -333,7 +334,7 @@ func TestRecordAttributesAppendedForExport(t *testing.T) {
 	}
 	var views []sdktrace.ReadOnlySpan
 	for _, s := range exp.spans {
-		if _, ok := s.(*exportView); ok {
+		if _, ok := s.(*spanRec); ok {
 			views = append(views, s)
 		}
 	}
@@ -342,10 +343,15 @@ func TestRecordAttributesAppendedForExport(t *testing.T) {
 	}
 	var e otlpwire.Encoder
 	got := e.Append(nil, views)
+	var healthyViews []sdktrace.ReadOnlySpan
 	for _, s := range views {
-		if v := s.(*exportView); v.sc.TraceID() == healthy && v.attrs != nil {
-			t.Errorf("span %q built its own attributes for the encoder", v.name)
+		if s.SpanContext().TraceID() == healthy {
+			healthyViews = append(healthyViews, s)
 		}
+	}
+	buf := e.Append(nil, healthyViews)
+	if n := testing.AllocsPerRun(20, func() { buf = e.Append(buf[:0], healthyViews) }); n != 0 {
+		t.Errorf("encoding a healthy record's spans allocates %.0f times, want 0", n)
 	}
 	// The same spans without AppendAttributes: read through Attributes.
 	plain := make([]sdktrace.ReadOnlySpan, len(views))

@@ -116,11 +116,14 @@ func (sp *serverSpan) answered(sw *serverWriter) {
 // the request's outcome on it).
 type serverSpan struct {
 	embedded.Span
+	// Once ended, the span is its own read-only view (the SDK's
+	// ReadOnlySpan, see spanRec's): nothing writes it after End.
+	sdktrace.ReadOnlySpan
 
 	rec        *serverRecorder
 	sc, parent trace.SpanContext
 	name       string
-	start      time.Time
+	start, end time.Time
 	links      []sdktrace.Link
 
 	mu    sync.Mutex
@@ -256,13 +259,12 @@ func (sp *serverSpan) End(...trace.SpanEndOption) {
 			semconv.ExceptionType(typeName(recovered)), semconv.ExceptionMessage(fmt.Sprint(recovered)),
 		}})
 	}
+	sp.end = end
+	a := dedupe(sp.attrs)
+	sp.attrs = a[:len(a):len(a)] // a reader's append copies
 	sp.ended = true
 	sp.mu.Unlock()
-	v := &exportView{
-		name: sp.name, sc: sp.sc, parent: sp.parent, kind: trace.SpanKindServer,
-		start: sp.start, end: end, attrs: dedupe(sp.attrs), events: sp.events, status: sp.status,
-		links: sp.links, dropped: sp.dropped, res: sp.rec.res, scope: &sp.rec.scope,
-	}
+	v := sp
 	sp.rec.proc.OnEnd(v)
 	if more := sp.rec.more.Load(); more != nil {
 		for _, p := range *more {
@@ -270,6 +272,31 @@ func (sp *serverSpan) End(...trace.SpanEndOption) {
 		}
 	}
 }
+
+// The read-only face of an ended SERVER span.
+
+func (sp *serverSpan) Name() string                     { return sp.name }
+func (sp *serverSpan) Parent() trace.SpanContext        { return sp.parent }
+func (sp *serverSpan) SpanKind() trace.SpanKind         { return trace.SpanKindServer }
+func (sp *serverSpan) StartTime() time.Time             { return sp.start }
+func (sp *serverSpan) EndTime() time.Time               { return sp.end }
+func (sp *serverSpan) Attributes() []attribute.KeyValue { return sp.attrs }
+func (sp *serverSpan) Links() []sdktrace.Link           { return sp.links }
+func (sp *serverSpan) Events() []sdktrace.Event         { return sp.events }
+func (sp *serverSpan) Status() sdktrace.Status          { return sp.status }
+func (sp *serverSpan) InstrumentationScope() instrumentation.Scope {
+	return sp.rec.scope
+}
+
+//nolint:staticcheck // the interface requires it
+func (sp *serverSpan) InstrumentationLibrary() instrumentation.Library { return sp.rec.scope }
+func (sp *serverSpan) Resource() *resource.Resource                    { return sp.rec.res }
+func (sp *serverSpan) DroppedAttributes() int                          { return sp.dropped }
+func (sp *serverSpan) DroppedLinks() int                               { return 0 }
+func (sp *serverSpan) DroppedEvents() int                              { return 0 }
+func (sp *serverSpan) ChildSpanCount() int                             { return 0 }
+
+var _ sdktrace.ReadOnlySpan = (*serverSpan)(nil)
 
 // register adds a processor that compact SERVER spans reach after proc.
 func (rec *serverRecorder) register(p sdktrace.SpanProcessor) {
