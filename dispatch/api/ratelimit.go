@@ -114,11 +114,13 @@ func retryText(d time.Duration) string {
 }
 
 // settleLimit settles the request's tokens with what it was charged (the
-// wallet's rules): the reported usage, or the estimate of what a cut
-// stream delivered; an unanswered request used none.
+// wallet's rules): the reported usage, or, without it, the input
+// estimated from the body's bodyBytes (taken before the walk, which lets
+// go of the body) and the output from what a cut stream delivered; an
+// unanswered request used none.
 //
 //go:noinline
-func (s *Server) settleLimit(r *http.Request, t *ratelimit.Ticket, req *dispatch.Request, res dispatch.Result) {
+func (s *Server) settleLimit(r *http.Request, t *ratelimit.Ticket, bodyBytes int, res dispatch.Result) {
 	if t == nil {
 		return
 	}
@@ -127,7 +129,7 @@ func (s *Server) settleLimit(r *http.Request, t *ratelimit.Ticket, req *dispatch
 		c := wallet.Charged(wallet.Outcome{
 			Answered: true, InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
 			UsagePresent: res.Usage.Present, TextBytes: res.Delivered.TextBytes, ToolCallFrames: res.Delivered.ToolCallFrames,
-		}, len(req.Body))
+		}, bodyBytes)
 		used = c.Input + c.Output
 	}
 	t.Settle(r.Context(), used)

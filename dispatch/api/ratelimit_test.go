@@ -115,6 +115,39 @@ func TestTenantRPMLimit(t *testing.T) {
 	}
 }
 
+// Why: a stream cut without a usage report settles TPM with the wallet's
+// estimate, the input from the body's size and the output from what was
+// delivered. The engine lets go of the body once the stream commits, so
+// the settle must not read it then: it counted no input at all.
+func TestTenantTPMCutStreamSettlesTheInputEstimate(t *testing.T) {
+	yaml := `
+auth:
+  keys:
+    - {id: team-a, sha256: ` + sha(clientKey) + `}
+channels:
+  - {id: a, base_url: "{{url:a}}", api_key_env: CH_KEY}
+models:
+  - name: m
+    chain: [{channel: a, upstream_model: "m|tokens=60|cut=40", price: {input: 1, output: 1}}]
+rate_limits:
+  tenants:
+    - {tenant: team-a, tpm: 10000}
+`
+	gw := gwtest.NewWith(t, gwtest.Options{APIKey: channelKey, Env: map[string]string{"CH_KEY": channelKey}}, yaml, "a")
+	body := `{"model":"m","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"` + strings.Repeat("x", 800) + `"}]}`
+	resp, b := send(t, gw, "POST", "/v1/chat/completions", map[string]string{"Authorization": "Bearer " + clientKey}, body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "upstream_stream_interrupted") {
+		t.Fatalf("want a cut stream: %d %s", resp.StatusCode, b)
+	}
+	in, out := (len(body)+3)/4, (len(gwtest.StreamText(string(b)))+3)/4
+	probe := `{"model":"m","max_tokens":9990,"messages":[{"role":"user","content":"hi"}]}`
+	resp, _ = do(t, gw, "POST", "/v1/chat/completions", clientKey, probe)
+	if want := strconv.Itoa(10000 - in - out); resp.StatusCode != 429 || resp.Header.Get("X-Ratelimit-Remaining-Tokens") != want {
+		t.Fatalf("probe %d: remaining %q, want %s (input estimate %d, output estimate %d)",
+			resp.StatusCode, resp.Header.Get("X-Ratelimit-Remaining-Tokens"), want, in, out)
+	}
+}
+
 // Why: TPM reserves the estimate (body/4 plus max_tokens) and settles
 // with the reported usage, so a small answer leaves the window for the
 // next requests; a request whose estimate alone exceeds the limit is

@@ -154,6 +154,11 @@ type exchange struct {
 	stream bool                // holds an open-stream slot
 	hold   *wallet.Reservation // nil: not charged
 	ticket *ratelimit.Ticket   // nil: no tenant limit applies
+	// bodyBytes is the client body's size before the walk: the engine
+	// lets go of the body once a stream commits (or a binary answer
+	// passes through), and a charge without usage estimates the input
+	// from this size, as the wallet's reservation does.
+	bodyBytes int
 }
 
 // begin runs the front-door checks and takes what the request holds; nil
@@ -174,6 +179,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, rt *route) *excha
 	if x.req = s.admit(w, r, rt); x.req == nil {
 		return nil
 	}
+	x.bodyBytes = len(x.req.Body)
 	if x.req.Stream {
 		if !s.openStream(w, r) {
 			return nil
@@ -215,7 +221,7 @@ func (x *exchange) finish(r *http.Request, a *dispatch.Answer) {
 	if x.hold != nil {
 		s.settle(r, x.hold, res)
 	}
-	s.settleLimit(r, x.ticket, req, res)
+	s.settleLimit(r, x.ticket, x.bodyBytes, res)
 	s.status.Record(req.Model.Name, res.Outcome)
 	s.logRequest(r, req, res)
 	if res.Aborted {
