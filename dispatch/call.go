@@ -374,6 +374,15 @@ func (c *call) skip(m *config.Model, entry config.Entry, br *breaker.Breaker, fo
 // same-channel retries. It returns the last hop's error, nil on success.
 func (c *call) tryChannel(m *config.Model, entry config.Entry, br *breaker.Breaker, ticket breaker.Ticket) *classify.HopError {
 	ch := entry.Channel
+	// held: ticket is ours until recorded or handed to the open stream. A
+	// panic in the hop gives it back, or a half-open channel's only trial
+	// slot would stay taken until the breaker's trial timeout.
+	held := true
+	defer func() {
+		if held {
+			br.Done(ticket, breaker.Excluded)
+		}
+	}()
 	for try := 0; ; try++ {
 		err := c.hop(m, entry, try)
 		if err == errStreamOpen {
@@ -387,8 +396,10 @@ func (c *call) tryChannel(m *config.Model, entry config.Entry, br *breaker.Break
 				ticket = br.ForceTrial()
 			}
 			c.ans.br, c.ans.ticket = br, ticket
+			held = false
 			return err
 		}
+		held = false
 		c.recordBreaker(br, ticket, err)
 		if c.over() || err == nil || err.Class() != classify.Retryable {
 			return err
@@ -410,6 +421,7 @@ func (c *call) tryChannel(m *config.Model, entry config.Entry, br *breaker.Break
 		if ticket, ok = br.Allow(); !ok {
 			return err
 		}
+		held = true
 	}
 }
 

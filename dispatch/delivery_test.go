@@ -1,13 +1,18 @@
 package dispatch_test
 
 import (
+	"context"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/config"
+	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/internal/translate"
+	"github.com/hopgate/hopgate/telemetry"
 )
 
 // Why: the delivery rule (docs/tenants.md): a charge is final only once
@@ -106,5 +111,55 @@ func TestDeliveringBeforeABinaryBody(t *testing.T) {
 				t.Fatalf("outcome %s for the %s body", res.Outcome, tc.name)
 			}
 		})
+	}
+}
+
+// Why: a stream cut after commit and completed by the next channel
+// (mid_stream: resume) ends with the continuation's closing frame, and
+// that is its last write: the delivery rule marks it just before, as for
+// any completed stream. The continuation wrote it unmarked, so a process
+// killed before the charge left a completed answer neither charged nor
+// in doubt (the hold expired).
+func TestDeliveringBeforeAResumedStreamsLastWrite(t *testing.T) {
+	for _, prefill := range []bool{true, false} {
+		ua, ub := upstream.New(upstream.Options{Name: "a"}), upstream.New(upstream.Options{Name: "b"})
+		sa, sb := httptest.NewServer(ua), httptest.NewServer(ub)
+		t.Cleanup(func() { ua.Close(); ub.Close(); sa.Close(); sb.Close() })
+		pf := ""
+		if prefill {
+			pf = ", prefill: true"
+		}
+		cfg, err := config.Parse([]byte(`auth: {mode: none}
+channels:
+  - {id: a, base_url: "`+sa.URL+`/v1"}
+  - {id: b, base_url: "`+sb.URL+`/v1"`+pf+`}
+models:
+  - name: m
+    chain:
+      - {channel: a, upstream_model: "m|tokens=60|cut=40", price: {input: 1, output: 2}}
+      - {channel: b, upstream_model: "m|tokens=60", price: {input: 3, output: 4}}
+    policy: {mid_stream: resume}
+`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := dispatch.NewTransport()
+		t.Cleanup(tr.CloseIdleConnections)
+		e := dispatch.New(dispatch.Options{Telemetry: telemetry.Noop(), Transport: tr})
+		body := `{"model":"m","stream":true,` + prompt + `}`
+		f, _ := reqbody.Parse([]byte(body))
+		req := &dispatch.Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat, Path: "/chat/completions",
+			Body: []byte(body), Fields: f, Stream: true, Events: dispatch.ChatEvents}
+		rec := httptest.NewRecorder()
+		calls, written := 0, ""
+		req.Delivering = func(dispatch.Usage, dispatch.Delivered) { calls++; written = rec.Body.String() }
+		r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", nil)
+		res := e.Serve(rec, r, req)
+		if !strings.HasSuffix(rec.Body.String(), "data: [DONE]\n\n") || res.Outcome != dispatch.OutcomeFailoverOK {
+			t.Fatalf("prefill %v: not resumed: outcome %s, body %q", prefill, res.Outcome, rec.Body.String())
+		}
+		if calls != 1 || strings.Contains(written, "[DONE]") || !strings.Contains(written, "tok") {
+			t.Errorf("prefill %v: Delivering ran %d times, after %q was written; want once, before the closing frame", prefill, calls, written)
+		}
 	}
 }

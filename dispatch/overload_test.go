@@ -5,12 +5,16 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/internal/testkit"
@@ -361,5 +365,49 @@ func TestRefusalReleasesAdmission(t *testing.T) {
 		testkit.Eventually(t, func() bool {
 			return budget.Used() == 0 && adm.InFlight() == 0 && adm.Streams() == 0
 		}, body+": budget and admission back to zero")
+	}
+}
+
+// panicOnce panics on the next request to host once armed.
+type panicOnce struct {
+	next http.RoundTripper
+	host string
+	arm  atomic.Bool
+}
+
+func (p *panicOnce) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host == p.host && p.arm.CompareAndSwap(true, false) {
+		panic("a bug in the transport")
+	}
+	return p.next.RoundTrip(r)
+}
+
+// Why: a panic in a hop that holds a half-open channel's only trial
+// ticket hands the ticket back (excluded). The walk's clean-up released
+// the call but not the ticket, so the recovered channel was skipped by
+// every request until the breaker's trial timeout.
+func TestPanicInATrialHopAnswersTheTrial(t *testing.T) {
+	po := &panicOnce{}
+	h := gwtest.NewWith(t, gwtest.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
+		po.next = next
+		return po
+	}}, twoChannels("m", "m", ""), "a", "b")
+	u, err := url.Parse(h.URLs["a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	po.host = u.Host
+	br := h.Engine.Breakers().Get("a", dispatch.BreakerPolicy(h.Config.Channel("a").Breaker))
+	br.RetryAfter(time.Second)
+	h.Clock.Advance(time.Second) // a half-open: one trial
+	po.arm.Store(true)
+	if _, err := h.Call(context.Background(), "/v1/chat/completions", "application/json", []byte(chat(false))); err == nil {
+		t.Fatal("the panicking hop answered")
+	}
+	if s := br.Snapshot(); s.TrialInFlight {
+		t.Errorf("after the panic a's trial slot is still taken: %+v", s)
+	}
+	if p := h.Post(chat(false)).Header.Get("X-Hopgate-Path"); p != "a:ok" {
+		t.Errorf("the next request's path %q, want a tried (a:ok)", p)
 	}
 }

@@ -173,14 +173,18 @@ func (s *Answer) step(f *sse.Frame, err error, read bool) bool {
 }
 
 // unwind releases the stream when Pump did not return normally (a panic
-// in it): the hop's context and response, the call's timer and its walk's
-// stop, as the walk's deferred calls did before Start returned with the
-// stream open. End must not be called then.
+// in it): the hop's context and response, its breaker ticket (excluded: a
+// half-open channel's trial slot must not stay taken), the call's timer
+// and its walk's stop, as the walk's deferred calls did before Start
+// returned with the stream open. End must not be called then.
 func (s *Answer) unwind() {
 	if s.done {
 		return
 	}
 	s.ended = true
+	if s.br != nil {
+		s.br.Done(s.ticket, breaker.Excluded)
+	}
 	s.c.rw.join, s.c.rw.run = nil, nil
 	s.c.e.streams.remove(s)
 	s.idle.stop()

@@ -5,7 +5,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/internal/testkit"
@@ -22,6 +26,13 @@ const contentFrame = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"
 // startStream starts a streamed chat request to model m, whose one
 // channel is served by upstream, answered on w; Start has returned.
 func startStream(t *testing.T, w http.ResponseWriter, upstream http.HandlerFunc) *Answer {
+	t.Helper()
+	return startStreamOn(t, New(Options{}), nil, w, upstream)
+}
+
+// startStreamOn is startStream on engine e; before (if set) runs on the
+// parsed config before the request starts.
+func startStreamOn(t *testing.T, e *Engine, before func(*config.Config), w http.ResponseWriter, upstream http.HandlerFunc) *Answer {
 	t.Helper()
 	up := httptest.NewServer(upstream)
 	t.Cleanup(up.Close)
@@ -41,7 +52,10 @@ models:
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Options{}).Start(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
+	if before != nil {
+		before(cfg)
+	}
+	return e.Start(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil),
 		&Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat, Path: "/chat/completions", Body: body, Fields: f, Stream: true})
 }
 
@@ -78,6 +92,38 @@ func TestPumpPanicReleasesTheStream(t *testing.T) {
 		}
 	}()
 	a.End()
+}
+
+// A panic in Pump hands the stream's breaker ticket back (excluded): when
+// the stream was a half-open channel's trial, the channel is tried again
+// at once, not skipped by every request until the trial timeout.
+func TestPumpPanicAnswersTheTrial(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	e := New(Options{Clock: clock})
+	var br *breaker.Breaker
+	a := startStreamOn(t, e, func(cfg *config.Config) {
+		br = e.breakerFor(cfg.Channel("a"))
+		br.RetryAfter(time.Second) // open: its cooldown is the provider's
+		clock.Advance(time.Second) // half-open: one trial
+	}, panickyWriter{httptest.NewRecorder()}, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte(contentFrame))
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	})
+	if !a.open || !br.Snapshot().TrialInFlight {
+		t.Fatalf("want the committed stream to be the channel's trial: open %v, %+v", a.open, br.Snapshot())
+	}
+	func() {
+		defer func() { _ = recover() }()
+		a.Pump()
+	}()
+	if s := br.Snapshot(); s.TrialInFlight {
+		t.Errorf("after the panic the trial slot is still taken: %+v", s)
+	}
+	if _, ok := br.Allow(); !ok {
+		t.Error("the channel refuses its next trial after a panicked one")
+	}
 }
 
 // End on an open stream whose caller did not call Pump passes the stream

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/classify"
 	"github.com/hopgate/hopgate/dispatch/config"
 	"github.com/hopgate/hopgate/internal/gate"
@@ -35,6 +36,18 @@ func (c *call) resume(m *config.Model, failed config.Entry) bool {
 	if c.req.Events != ChatEvents {
 		return false
 	}
+	// A ticket taken and not yet recorded (held): a panic in a
+	// continuation gives it back, or a half-open channel's only trial slot
+	// would stay taken until the breaker's trial timeout.
+	var (
+		heldBr *breaker.Breaker
+		held   breaker.Ticket
+	)
+	defer func() {
+		if heldBr != nil {
+			heldBr.Done(held, breaker.Excluded)
+		}
+	}()
 	after := false
 	for _, entry := range m.Chain {
 		if !after {
@@ -42,20 +55,28 @@ func (c *call) resume(m *config.Model, failed config.Entry) bool {
 			continue
 		}
 		br := c.e.breakerFor(entry.Channel)
-		t, ok := br.Allow()
-		if !ok {
-			c.steps = append(c.steps, telemetry.Step{Channel: entry.Channel.ID, Result: "open"})
-			continue
-		}
 		modes := []string{resumeReplay}
 		if entry.Prefill && c.req.Operation == config.OpChat {
 			// Prefill appends to "messages": /v1/completions has none.
 			modes = []string{resumePrefill, resumeReplay}
 		}
-		for _, mode := range modes {
+		for i, mode := range modes {
+			// The first mode asks the breaker; a later one is a replay on
+			// the same channel after it rejected a prefill, and asks again
+			// (the rejection was recorded). No ticket is taken that no
+			// attempt answers.
+			t, ok := br.Allow()
+			if !ok {
+				if i == 0 {
+					c.steps = append(c.steps, telemetry.Step{Channel: entry.Channel.ID, Result: "open"})
+				}
+				break
+			}
+			heldBr, held = br, t
 			a := c.newAttempt(m, entry, 0, mode)
 			err := a.continueStream()
 			a.end(err)
+			heldBr = nil
 			c.recordBreaker(br, t, err)
 			if err == nil {
 				return true
@@ -65,10 +86,6 @@ func (c *call) resume(m *config.Model, failed config.Entry) bool {
 			}
 			if !a.rejected {
 				break // the channel failed: not worth a replay on it
-			}
-			// A prefill the channel rejected: replay on the same channel.
-			if t, ok = br.Allow(); !ok {
-				break
 			}
 		}
 	}
@@ -137,6 +154,7 @@ func (a *attempt) continueFrame(it *frameItem) (*classify.HopError, bool) {
 			return &classify.HopError{Kind: classify.KindCanceled, Cause: it.err}, true
 		case errors.Is(it.err, io.EOF) && c.rw.finish && a.passing:
 			if !c.rw.done {
+				c.rw.delivering(c.req.Delivering, a.usage) // the closing frame is the last write
 				_ = c.rw.frame(doneFrame)
 			}
 			return a.resumed(), true
@@ -188,6 +206,9 @@ func (a *attempt) continueFrame(it *frameItem) (*classify.HopError, bool) {
 		}
 	}
 	a.note(it)
+	if it.info.Kind == gate.Done {
+		c.rw.delivering(c.req.Delivering, a.usage) // the closing frame is the last write
+	}
 	if !c.rw.frame(it.raw) {
 		return &classify.HopError{Kind: classify.KindCanceled}, true
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
+	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/internal/testkit/gwtest"
 )
@@ -194,5 +195,28 @@ func TestStallResumedByReplay(t *testing.T) {
 	}
 	if path, outcome := failoverPath(t, h); path != "a:cut -> b:replay_ok" || outcome != "failover_ok" {
 		t.Fatalf("path %q outcome %q", path, outcome)
+	}
+}
+
+// Why: a continuation the next channel refuses (a final status to the
+// replay, the last mode) is recorded as excluded and frees the channel's
+// half-open trial slot; the walk must not then take the slot again for a
+// mode that does not follow. It did, and a healthy channel was skipped
+// ("b:open") by every request until the breaker's trial timeout.
+func TestResumeRejectedReplayAnswersTheTrial(t *testing.T) {
+	h := gwtest.New(t, resumeChannels("m|tokens=60|cut=40", "m|404", false, "    policy: {mid_stream: resume}\n"), "a", "b")
+	br := h.Engine.Breakers().Get("b", dispatch.BreakerPolicy(h.Config.Channel("b").Breaker))
+	br.RetryAfter(time.Second)
+	h.Clock.Advance(time.Second) // b half-open: one trial
+	h.Post(chat(true))
+	if p, _ := failoverPath(t, h); p != "a:cut -> b:replay_404" {
+		t.Fatalf("path %q, want the replay refused", p)
+	}
+	if s := br.Snapshot(); s.TrialInFlight {
+		t.Errorf("no request in flight, yet b's trial slot is taken: %+v", s)
+	}
+	h.Post(chat(true))
+	if p, _ := failoverPath(t, h); p == "a:cut -> b:open" {
+		t.Errorf("b is skipped after its refused replay answered the trial: path %q", p)
 	}
 }
