@@ -1,18 +1,13 @@
 package dispatch_test
 
 import (
-	"context"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/hopgate/hopgate/cmd/fakeupstream/upstream"
 	"github.com/hopgate/hopgate/dispatch"
 	"github.com/hopgate/hopgate/dispatch/config"
-	"github.com/hopgate/hopgate/internal/reqbody"
 	"github.com/hopgate/hopgate/internal/translate"
-	"github.com/hopgate/hopgate/telemetry"
 )
 
 // Why: the delivery rule (docs/tenants.md): a charge is final only once
@@ -122,39 +117,26 @@ func TestDeliveringBeforeABinaryBody(t *testing.T) {
 // in doubt (the hold expired).
 func TestDeliveringBeforeAResumedStreamsLastWrite(t *testing.T) {
 	for _, prefill := range []bool{true, false} {
-		ua, ub := upstream.New(upstream.Options{Name: "a"}), upstream.New(upstream.Options{Name: "b"})
-		sa, sb := httptest.NewServer(ua), httptest.NewServer(ub)
-		t.Cleanup(func() { ua.Close(); ub.Close(); sa.Close(); sb.Close() })
 		pf := ""
 		if prefill {
 			pf = ", prefill: true"
 		}
-		cfg, err := config.Parse([]byte(`auth: {mode: none}
+		calls, written := 0, ""
+		res, rec, _, _ := serveYAML(t, config.OpChat, func(urlA, urlB string) string {
+			return `auth: {mode: none}
 channels:
-  - {id: a, base_url: "`+sa.URL+`/v1"}
-  - {id: b, base_url: "`+sb.URL+`/v1"`+pf+`}
+  - {id: a, base_url: "` + urlA + `/v1"}
+  - {id: b, base_url: "` + urlB + `/v1"` + pf + `}
 models:
   - name: m
     chain:
       - {channel: a, upstream_model: "m|tokens=60|cut=40", price: {input: 1, output: 2}}
       - {channel: b, upstream_model: "m|tokens=60", price: {input: 3, output: 4}}
     policy: {mid_stream: resume}
-`), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := dispatch.NewTransport()
-		t.Cleanup(tr.CloseIdleConnections)
-		e := dispatch.New(dispatch.Options{Telemetry: telemetry.Noop(), Transport: tr})
-		body := `{"model":"m","stream":true,` + prompt + `}`
-		f, _ := reqbody.Parse([]byte(body))
-		req := &dispatch.Request{Config: cfg, Model: cfg.Model("m"), Operation: config.OpChat, Path: "/chat/completions",
-			Body: []byte(body), Fields: f, Stream: true, Events: dispatch.ChatEvents}
-		rec := httptest.NewRecorder()
-		calls, written := 0, ""
-		req.Delivering = func(dispatch.Usage, dispatch.Delivered) { calls++; written = rec.Body.String() }
-		r := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", nil)
-		res := e.Serve(rec, r, req)
+`
+		}, `{"model":"m","stream":true,`+prompt+`}`, func(req *dispatch.Request, rec *httptest.ResponseRecorder) {
+			req.Delivering = func(dispatch.Usage, dispatch.Delivered) { calls++; written = rec.Body.String() }
+		})
 		if !strings.HasSuffix(rec.Body.String(), "data: [DONE]\n\n") || res.Outcome != dispatch.OutcomeFailoverOK {
 			t.Fatalf("prefill %v: not resumed: outcome %s, body %q", prefill, res.Outcome, rec.Body.String())
 		}

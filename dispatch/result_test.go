@@ -32,20 +32,29 @@ func serveOp(t *testing.T, op, model string, body string) (dispatch.Result, *htt
 // serveWith is serveOp with the request changed by with (nil: as it is).
 func serveWith(t *testing.T, op, model, body string, with func(*dispatch.Request, *httptest.ResponseRecorder)) (dispatch.Result, *httptest.ResponseRecorder, *upstream.Server, *upstream.Server) {
 	t.Helper()
-	ua, ub := upstream.New(upstream.Options{Name: "a"}), upstream.New(upstream.Options{Name: "b"})
-	sa, sb := httptest.NewServer(ua), httptest.NewServer(ub)
-	t.Cleanup(func() { ua.Close(); ub.Close(); sa.Close(); sb.Close() })
-	cfg, err := config.Parse([]byte(`auth: {mode: none}
+	return serveYAML(t, op, func(urlA, urlB string) string {
+		return `auth: {mode: none}
 channels:
-  - {id: a, base_url: "`+sa.URL+`/v1"}
-  - {id: b, base_url: "`+sb.URL+`/v1"}
+  - {id: a, base_url: "` + urlA + `/v1"}
+  - {id: b, base_url: "` + urlB + `/v1"}
 models:
   - name: m
     chain:
-      - {channel: a, upstream_model: "`+model+`", price: {input: 1, output: 2}}
+      - {channel: a, upstream_model: "` + model + `", price: {input: 1, output: 2}}
       - {channel: b, upstream_model: "ok", price: {input: 3, output: 4}}
     operations: [chat, completions, responses, audio_speech]
-`), nil)
+`
+	}, body, with)
+}
+
+// serveYAML is serveWith on the config yaml returns for the URLs of the
+// fake providers "a" and "b" (its model "m" is asked).
+func serveYAML(t *testing.T, op string, yaml func(urlA, urlB string) string, body string, with func(*dispatch.Request, *httptest.ResponseRecorder)) (dispatch.Result, *httptest.ResponseRecorder, *upstream.Server, *upstream.Server) {
+	t.Helper()
+	ua, ub := upstream.New(upstream.Options{Name: "a"}), upstream.New(upstream.Options{Name: "b"})
+	sa, sb := httptest.NewServer(ua), httptest.NewServer(ub)
+	t.Cleanup(func() { ua.Close(); ub.Close(); sa.Close(); sb.Close() })
+	cfg, err := config.Parse([]byte(yaml(sa.URL, sb.URL)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,13 @@ import (
 // limits in tenants, in front of one fake provider.
 func limited(t *testing.T, tenants string) *gwtest.Gateway {
 	t.Helper()
+	return limitedAs(t, "up-m", tenants)
+}
+
+// limitedAs is limited with model m served as upstream model up (the
+// fake provider's faults are named in it).
+func limitedAs(t *testing.T, up, tenants string) *gwtest.Gateway {
+	t.Helper()
 	yaml := `
 auth:
   keys:
@@ -26,7 +33,7 @@ channels:
   - {id: a, base_url: "{{url:a}}", api_key_env: CH_KEY}
 models:
   - name: m
-    chain: [{channel: a, upstream_model: up-m, price: {input: 1, output: 1}}]
+    chain: [{channel: a, upstream_model: "` + up + `", price: {input: 1, output: 1}}]
   - name: n
     chain: [{channel: a, upstream_model: up-n, price: {input: 1, output: 1}}]
 rate_limits:
@@ -120,20 +127,7 @@ func TestTenantRPMLimit(t *testing.T) {
 // delivered. The engine lets go of the body once the stream commits, so
 // the settle must not read it then: it counted no input at all.
 func TestTenantTPMCutStreamSettlesTheInputEstimate(t *testing.T) {
-	yaml := `
-auth:
-  keys:
-    - {id: team-a, sha256: ` + sha(clientKey) + `}
-channels:
-  - {id: a, base_url: "{{url:a}}", api_key_env: CH_KEY}
-models:
-  - name: m
-    chain: [{channel: a, upstream_model: "m|tokens=60|cut=40", price: {input: 1, output: 1}}]
-rate_limits:
-  tenants:
-    - {tenant: team-a, tpm: 10000}
-`
-	gw := gwtest.NewWith(t, gwtest.Options{APIKey: channelKey, Env: map[string]string{"CH_KEY": channelKey}}, yaml, "a")
+	gw := limitedAs(t, "m|tokens=60|cut=40", "    - {tenant: team-a, tpm: 10000}\n")
 	body := `{"model":"m","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"` + strings.Repeat("x", 800) + `"}]}`
 	resp, b := send(t, gw, "POST", "/v1/chat/completions", map[string]string{"Authorization": "Bearer " + clientKey}, body)
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "upstream_stream_interrupted") {
