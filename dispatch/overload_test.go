@@ -411,3 +411,35 @@ func TestPanicInATrialHopAnswersTheTrial(t *testing.T) {
 		t.Errorf("the next request's path %q, want a tried (a:ok)", p)
 	}
 }
+
+// Why: a panic in a mid-stream continuation (mid_stream: resume) hands
+// the continuation's ticket back too: the next channel, half-open, was
+// asked for its trial by the resume, and a panic there must not leave
+// its only trial slot taken.
+func TestPanicInAResumeAnswersTheTrial(t *testing.T) {
+	po := &panicOnce{}
+	h := gwtest.NewWith(t, gwtest.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
+		po.next = next
+		return po
+	}}, resumeChannels("m|tokens=60|cut=40", "m|tokens=60", false, "    policy: {mid_stream: resume}\n"), "a", "b")
+	u, err := url.Parse(h.URLs["b"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	po.host = u.Host
+	br := h.Engine.Breakers().Get("b", dispatch.BreakerPolicy(h.Config.Channel("b").Breaker))
+	br.RetryAfter(time.Second)
+	h.Clock.Advance(time.Second) // b half-open: one trial, the resume's
+	po.arm.Store(true)
+	_, _ = h.Call(context.Background(), "/v1/chat/completions", "application/json", []byte(chat(true)))
+	if po.arm.Load() {
+		t.Fatal("the resume never reached b")
+	}
+	if s := br.Snapshot(); s.TrialInFlight {
+		t.Errorf("after the panic b's trial slot is still taken: %+v", s)
+	}
+	h.Post(chat(true))
+	if p, _ := failoverPath(t, h); p != "a:cut -> b:replay_ok" {
+		t.Errorf("the next request's path %q, want b's replay tried (a:cut -> b:replay_ok)", p)
+	}
+}
