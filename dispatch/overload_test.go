@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopgate/hopgate/dispatch"
+	"github.com/hopgate/hopgate/dispatch/breaker"
 	"github.com/hopgate/hopgate/dispatch/overload"
 	"github.com/hopgate/hopgate/internal/sse"
 	"github.com/hopgate/hopgate/internal/testkit"
@@ -382,25 +383,33 @@ func (p *panicOnce) RoundTrip(r *http.Request) (*http.Response, error) {
 	return p.next.RoundTrip(r)
 }
 
+// panicOnTrial starts a gateway on cfg whose channel ch is half-open (one
+// trial allowed) and whose next request to ch panics once armed.
+func panicOnTrial(t *testing.T, cfg, ch string) (*gwtest.Gateway, *panicOnce, *breaker.Breaker) {
+	t.Helper()
+	po := &panicOnce{}
+	h := gwtest.NewWith(t, gwtest.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
+		po.next = next
+		return po
+	}}, cfg, "a", "b")
+	u, err := url.Parse(h.URLs[ch])
+	if err != nil {
+		t.Fatal(err)
+	}
+	po.host = u.Host
+	br := h.Engine.Breakers().Get(ch, dispatch.BreakerPolicy(h.Config.Channel(ch).Breaker))
+	br.RetryAfter(time.Second)
+	h.Clock.Advance(time.Second) // half-open: one trial
+	po.arm.Store(true)
+	return h, po, br
+}
+
 // Why: a panic in a hop that holds a half-open channel's only trial
 // ticket hands the ticket back (excluded). The walk's clean-up released
 // the call but not the ticket, so the recovered channel was skipped by
 // every request until the breaker's trial timeout.
 func TestPanicInATrialHopAnswersTheTrial(t *testing.T) {
-	po := &panicOnce{}
-	h := gwtest.NewWith(t, gwtest.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
-		po.next = next
-		return po
-	}}, twoChannels("m", "m", ""), "a", "b")
-	u, err := url.Parse(h.URLs["a"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	po.host = u.Host
-	br := h.Engine.Breakers().Get("a", dispatch.BreakerPolicy(h.Config.Channel("a").Breaker))
-	br.RetryAfter(time.Second)
-	h.Clock.Advance(time.Second) // a half-open: one trial
-	po.arm.Store(true)
+	h, _, br := panicOnTrial(t, twoChannels("m", "m", ""), "a")
 	if _, err := h.Call(context.Background(), "/v1/chat/completions", "application/json", []byte(chat(false))); err == nil {
 		t.Fatal("the panicking hop answered")
 	}
@@ -417,20 +426,7 @@ func TestPanicInATrialHopAnswersTheTrial(t *testing.T) {
 // asked for its trial by the resume, and a panic there must not leave
 // its only trial slot taken.
 func TestPanicInAResumeAnswersTheTrial(t *testing.T) {
-	po := &panicOnce{}
-	h := gwtest.NewWith(t, gwtest.Options{WrapTransport: func(next http.RoundTripper) http.RoundTripper {
-		po.next = next
-		return po
-	}}, resumeChannels("m|tokens=60|cut=40", "m|tokens=60", false, "    policy: {mid_stream: resume}\n"), "a", "b")
-	u, err := url.Parse(h.URLs["b"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	po.host = u.Host
-	br := h.Engine.Breakers().Get("b", dispatch.BreakerPolicy(h.Config.Channel("b").Breaker))
-	br.RetryAfter(time.Second)
-	h.Clock.Advance(time.Second) // b half-open: one trial, the resume's
-	po.arm.Store(true)
+	h, po, br := panicOnTrial(t, resumeChannels("m|tokens=60|cut=40", "m|tokens=60", false, "    policy: {mid_stream: resume}\n"), "b")
 	_, _ = h.Call(context.Background(), "/v1/chat/completions", "application/json", []byte(chat(true)))
 	if po.arm.Load() {
 		t.Fatal("the resume never reached b")
